@@ -1,0 +1,14 @@
+"""The Transformer's Keras layers, one per module."""
+
+from t2t_repro.layers.decoder_layer import DecoderLayer
+from t2t_repro.layers.encoder_layer import EncoderLayer
+from t2t_repro.layers.learned_position_encoding import LearnedPositionEncoding
+from t2t_repro.layers.multi_head_attention import MultiHeadAttention
+from t2t_repro.layers.position_wise_feed_forward import PositionWiseFeedForward
+from t2t_repro.layers.scaled_dot_product_attention import (
+    ScaledDotProductAttention,
+)
+from t2t_repro.layers.shared_embedding import SharedEmbedding
+from t2t_repro.layers.sinusoidal_position_encoding import (
+    SinusoidalPositionEncoding,
+)

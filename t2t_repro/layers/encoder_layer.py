@@ -1,0 +1,101 @@
+"""Transformer encoder layer (section 3.1)."""
+
+import keras
+
+from t2t_repro.layers.multi_head_attention import MultiHeadAttention
+from t2t_repro.layers.position_wise_feed_forward import (
+    PositionWiseFeedForward,
+)
+
+LAYER_NORM_EPSILON = 1e-6
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class EncoderLayer(keras.layers.Layer):
+    """Self-attention then feed-forward, each with residual and LayerNorm.
+
+    Post-norm (the paper): x = LayerNorm(x + Dropout(Sublayer(x))).
+    Pre-norm: x = x + Dropout(Sublayer(LayerNorm(x))); the stack then needs
+    a final LayerNorm, which the model adds.
+
+    Shapes:
+        inputs: `[batch, source_length, d_model]`
+        attention_mask: boolean `[batch, 1, 1, source_length]`, True for real tokens.
+        returns: `[batch, source_length, d_model]`, plus the self-attention
+            weights `[batch, heads, source_length, source_length]` with
+            `return_attention_scores=True`.
+
+    Args:
+        d_model, num_heads, d_ff: sizes.
+        dropout: residual dropout (P_drop).
+        attention_dropout: dropout on attention weights.
+        relu_dropout: dropout inside the feed-forward network.
+        pre_norm: use pre-norm instead of the paper's post-norm.
+
+    Example:
+    >>> layer = EncoderLayer(d_model=64, num_heads=4, d_ff=128)
+    >>> layer(keras.ops.zeros([2, 9, 64])).shape
+    TensorShape([2, 9, 64])
+    """
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1,
+                 attention_dropout=0.0, relu_dropout=0.0, pre_norm=False,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.relu_dropout = relu_dropout
+        self.pre_norm = pre_norm
+        self.self_attention = MultiHeadAttention(
+            num_heads, d_model, attention_dropout, name="self_attention")
+        self.feed_forward = PositionWiseFeedForward(
+            d_model, d_ff, relu_dropout, name="feed_forward")
+        self.attention_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="self_attention_norm")
+        self.feed_forward_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="feed_forward_norm")
+        self.residual_dropout = keras.layers.Dropout(dropout)
+
+    def build(self, inputs_shape):
+        self.self_attention.build(inputs_shape)
+        self.feed_forward.build(inputs_shape)
+        self.attention_norm.build(inputs_shape)
+        self.feed_forward_norm.build(inputs_shape)
+        self.built = True
+
+    def _residual(self, x, sublayer, norm, training):
+        if self.pre_norm:
+            return x + self.residual_dropout(sublayer(norm(x)),
+                                             training=training)
+        return norm(x + self.residual_dropout(sublayer(x), training=training))
+
+    def call(self, inputs, attention_mask=None, training=None,
+             return_attention_scores=False):
+        weights = []
+
+        def attend(x):
+            output, scores = self.self_attention(
+                x, x, attention_mask=attention_mask, training=training,
+                return_attention_scores=True)
+            weights.append(scores)
+            return output
+
+        x = self._residual(inputs, attend, self.attention_norm, training)
+        x = self._residual(
+            x, lambda h: self.feed_forward(h, training=training),
+            self.feed_forward_norm, training)
+        if return_attention_scores:
+            return x, weights[0]
+        return x
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "d_model": self.d_model, "num_heads": self.num_heads,
+            "d_ff": self.d_ff, "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "relu_dropout": self.relu_dropout, "pre_norm": self.pre_norm})
+        return config

@@ -1,0 +1,117 @@
+"""Multi-head attention with an optional key/value cache."""
+
+import keras
+import tensorflow as tf
+
+from t2t_repro.layers.scaled_dot_product_attention import (
+    ScaledDotProductAttention,
+)
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class MultiHeadAttention(keras.layers.Layer):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O (section 3.2.2).
+
+    head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i) with d_k = d_v = d_model / h.
+    Used as self-attention (`key_value` is the query) and as
+    encoder-decoder attention (`key_value` is the encoder output).
+
+    Incremental decoding keeps projected keys and values in a cache of shape
+    `[batch, 2, max_length, heads, d_k]` (index 0 keys, 1 values):
+    - self-attention: pass `cache` and `cache_update_index`; the projections
+      of the new `key_value` positions are written into the cache at that
+      index (a fixed-shape `dynamic_update_slice`, so XLA compiles it) and
+      attention runs over the whole cache, with the mask hiding the slots
+      not yet written;
+    - cross-attention: build the cache once with `compute_cache(encoder
+      output)` and pass it without an index; it is only read.
+
+    Shapes:
+        query: `[batch, query_length, d_model]`
+        key_value: `[batch, key_length, d_model]` (ignored when reading a
+            cache without an update index, may be None then)
+        attention_mask: boolean, broadcastable to
+            `[batch, heads, query_length, key_length]`, True = attend.
+        returns: `[batch, query_length, d_model]`; then the updated cache if
+            `cache` was given; then weights `[batch, heads, query_length,
+            key_length]` if `return_attention_scores`.
+
+    Args:
+        num_heads: h.
+        d_model: model width; must be divisible by `num_heads`.
+        dropout: dropout on the attention weights.
+
+    Example:
+    >>> mha = MultiHeadAttention(num_heads=8, d_model=512)
+    >>> x = tf.random.normal([2, 10, 512])
+    >>> mha(x, x).shape
+    TensorShape([2, 10, 512])
+    """
+
+    def __init__(self, num_heads, d_model, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        if d_model % num_heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.num_heads = num_heads
+        self.d_model = d_model
+        self.dropout = dropout
+        self.depth = d_model // num_heads
+        self.query_dense = keras.layers.Dense(d_model, name="query")
+        self.key_dense = keras.layers.Dense(d_model, name="key")
+        self.value_dense = keras.layers.Dense(d_model, name="value")
+        self.output_dense = keras.layers.Dense(d_model, name="output")
+        self.attention = ScaledDotProductAttention(dropout, name="attention")
+
+    def build(self, query_shape, key_value_shape=None):
+        for dense in (self.query_dense, self.key_dense, self.value_dense,
+                      self.output_dense):
+            dense.build(query_shape[:-1] + (self.d_model,))
+        self.built = True
+
+    def _split_heads(self, x):
+        """[batch, length, d_model] -> [batch, length, heads, depth]."""
+        shape = tf.shape(x)
+        return tf.reshape(x, [shape[0], shape[1], self.num_heads, self.depth])
+
+    def compute_cache(self, key_value):
+        """Projects keys and values once: `[batch, 2, length, heads, depth]`."""
+        return tf.stack([self._split_heads(self.key_dense(key_value)),
+                         self._split_heads(self.value_dense(key_value))],
+                        axis=1)
+
+    def call(self, query, key_value=None, attention_mask=None, cache=None,
+             cache_update_index=None, training=None,
+             return_attention_scores=False):
+        if cache is None:
+            kv = self.compute_cache(key_value)
+        elif cache_update_index is None:
+            kv = cache
+        else:
+            update = tf.cast(self.compute_cache(key_value), cache.dtype)
+            start = [0, 0, cache_update_index, 0, 0]
+            kv = keras.ops.slice_update(cache, start, update)
+        q = self._split_heads(self.query_dense(query))
+        # [batch, length, heads, depth] -> [batch, heads, length, depth]
+        q = tf.transpose(q, [0, 2, 1, 3])
+        k = tf.transpose(kv[:, 0], [0, 2, 1, 3])
+        v = tf.transpose(kv[:, 1], [0, 2, 1, 3])
+        attended, weights = self.attention(
+            q, k, v, attention_mask=attention_mask, training=training,
+            return_attention_scores=True)
+        attended = tf.transpose(attended, [0, 2, 1, 3])
+        shape = tf.shape(attended)
+        attended = tf.reshape(attended, [shape[0], shape[1], self.d_model])
+        output = self.output_dense(attended)
+        results = (output,)
+        if cache is not None:
+            results += (kv,)
+        if return_attention_scores:
+            results += (weights,)
+        return results[0] if len(results) == 1 else results
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_heads": self.num_heads, "d_model": self.d_model,
+                       "dropout": self.dropout})
+        return config

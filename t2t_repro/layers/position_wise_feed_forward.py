@@ -1,0 +1,48 @@
+"""Position-wise feed-forward network (section 3.3)."""
+
+import keras
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class PositionWiseFeedForward(keras.layers.Layer):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied at every position.
+
+    Shapes:
+        inputs: `[batch, length, d_model]`
+        returns: `[batch, length, d_model]`
+
+    Args:
+        d_model: input and output width.
+        d_ff: inner width (2048 in the base model).
+        dropout: dropout on the ReLU activations (tensor2tensor's
+            relu_dropout); 0 reproduces the paper's formula exactly.
+
+    Example:
+    >>> ffn = PositionWiseFeedForward(d_model=512, d_ff=2048)
+    >>> ffn(keras.ops.zeros([2, 10, 512])).shape
+    (2, 10, 512)
+    """
+
+    def __init__(self, d_model, d_ff, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.d_model = d_model
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.inner = keras.layers.Dense(d_ff, activation="relu", name="inner")
+        self.inner_dropout = keras.layers.Dropout(dropout)
+        self.outer = keras.layers.Dense(d_model, name="outer")
+
+    def build(self, inputs_shape):
+        self.inner.build(inputs_shape)
+        self.outer.build(inputs_shape[:-1] + (self.d_ff,))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        hidden = self.inner_dropout(self.inner(inputs), training=training)
+        return self.outer(hidden)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"d_model": self.d_model, "d_ff": self.d_ff,
+                       "dropout": self.dropout})
+        return config

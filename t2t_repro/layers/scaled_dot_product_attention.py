@@ -1,0 +1,65 @@
+"""Scaled dot-product attention (Vaswani et al., 2017, section 3.2.1)."""
+
+import keras
+import tensorflow as tf
+
+# Finite rather than -inf: exp() of it underflows to exactly 0, and a fully
+# masked row gives finite (zeroed) outputs and gradients instead of NaN.
+_MASKED_LOGIT = -1e9
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class ScaledDotProductAttention(keras.layers.Layer):
+    """softmax(Q K^T / sqrt(d_k)) V with a boolean mask.
+
+    Shapes:
+        query: `[batch, heads, query_length, d_k]`
+        key: `[batch, heads, key_length, d_k]`
+        value: `[batch, heads, key_length, d_v]`
+        attention_mask: boolean, broadcastable to `[batch, heads, query_length,
+            key_length]`; True where attention is allowed. Disallowed
+            positions receive exactly zero weight; a query with no allowed
+            key gets a zero output.
+        returns: `[batch, heads, query_length, d_v]`, and with
+            `return_attention_scores=True` also the weights
+            `[batch, heads, query_length, key_length]`.
+
+    The softmax is computed in float32 whatever the compute dtype.
+
+    Args:
+        dropout: dropout rate applied to the attention weights in training.
+
+    Example:
+    >>> attention = ScaledDotProductAttention()
+    >>> q = tf.random.normal([2, 4, 5, 16]); kv = tf.random.normal([2, 4, 7, 16])
+    >>> attention(q, kv, kv).shape
+    TensorShape([2, 4, 5, 16])
+    """
+
+    def __init__(self, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout = dropout
+        self._dropout_layer = keras.layers.Dropout(dropout)
+
+    def call(self, query, key, value, attention_mask=None, training=None,
+             return_attention_scores=False):
+        depth = tf.cast(tf.shape(query)[-1], tf.float32)
+        logits = tf.matmul(query, key, transpose_b=True)
+        logits = tf.cast(logits, tf.float32) / tf.sqrt(depth)
+        if attention_mask is not None:
+            attention_mask = tf.cast(attention_mask, tf.bool)
+            logits = tf.where(attention_mask, logits, _MASKED_LOGIT)
+        weights = tf.nn.softmax(logits, axis=-1)
+        if attention_mask is not None:
+            weights = weights * tf.cast(attention_mask, weights.dtype)
+        weights = tf.cast(weights, query.dtype)
+        dropped = self._dropout_layer(weights, training=training)
+        output = tf.matmul(dropped, value)
+        if return_attention_scores:
+            return output, weights
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"dropout": self.dropout})
+        return config

@@ -1,0 +1,56 @@
+"""Token embedding shared by encoder, decoder and the output projection."""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class SharedEmbedding(keras.layers.Layer):
+    """One `[vocab_size, d_model]` matrix E used three ways (section 3.4).
+
+    `call(ids)` looks tokens up and multiplies by sqrt(d_model);
+    `project(x)` is the tied pre-softmax linear transformation x E^T.
+
+    Shapes:
+        call: ids `[batch, length]` int -> `[batch, length, d_model]`
+        project: `[batch, length, d_model]` -> logits
+            `[batch, length, vocab_size]` (float32)
+
+    Args:
+        vocab_size: size of the shared subword vocabulary.
+        d_model: embedding width.
+
+    Example:
+    >>> embedding = SharedEmbedding(vocab_size=100, d_model=16)
+    >>> x = embedding(tf.constant([[5, 7, 0]]))
+    >>> embedding.project(x).shape
+    TensorShape([1, 3, 100])
+    """
+
+    def __init__(self, vocab_size, d_model, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+
+    def build(self, ids_shape=None):
+        # d_model^-0.5 keeps sqrt(d_model) * E at unit scale, as in t2t.
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocab_size, self.d_model),
+            initializer=keras.initializers.RandomNormal(
+                stddev=self.d_model ** -0.5))
+        self.built = True
+
+    def call(self, ids):
+        table = tf.cast(tf.convert_to_tensor(self.embeddings),
+                        self.compute_dtype)
+        return tf.gather(table, ids) * tf.cast(
+            self.d_model ** 0.5, self.compute_dtype)
+
+    def project(self, x):
+        table = tf.cast(tf.convert_to_tensor(self.embeddings), x.dtype)
+        return tf.cast(tf.matmul(x, table, transpose_b=True), tf.float32)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocab_size": self.vocab_size, "d_model": self.d_model})
+        return config

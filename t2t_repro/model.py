@@ -1,0 +1,194 @@
+"""The Transformer: encoder and decoder stacks over a shared embedding."""
+
+import dataclasses
+
+import keras
+import tensorflow as tf
+
+from t2t_repro import layers
+from t2t_repro.config import PAD_ID, TransformerConfig
+from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
+
+
+def padding_mask(ids):
+    """`[batch, length]` ids -> boolean `[batch, 1, 1, length]`, True = token."""
+    return tf.not_equal(ids, PAD_ID)[:, tf.newaxis, tf.newaxis, :]
+
+
+def causal_mask(length):
+    """Boolean `[1, 1, length, length]`: position i sees positions <= i."""
+    allowed = tf.linalg.band_part(tf.ones([length, length], tf.bool), -1, 0)
+    return allowed[tf.newaxis, tf.newaxis]
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer (Vaswani et al., 2017).
+
+    `call((source_ids, target_input_ids))` returns logits; `encode` and
+    `decode` run the halves separately, and `decode_step` runs the decoder
+    one position at a time over a key/value cache (see
+    `initial_decode_cache`) for greedy and beam search.
+
+    Shapes:
+        source_ids: int `[batch, source_length]`, padded with PAD_ID (0).
+        target_input_ids: int `[batch, target_length]`, BOS then the target.
+        returns: float32 logits `[batch, target_length, vocab_size]`.
+
+    Args:
+        config: a `TransformerConfig` (or its dict form).
+
+    Example:
+    >>> model = Transformer(TransformerConfig(vocab_size=100, d_model=32,
+    ...     num_heads=4, d_ff=64, num_encoder_layers=2, num_decoder_layers=2))
+    >>> model((tf.constant([[5, 6, 3]]), tf.constant([[2, 7]]))).shape
+    TensorShape([1, 2, 100])
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = TransformerConfig(**config)
+        self.config = config
+        c = config
+        self.embedding = layers.SharedEmbedding(
+            c.vocab_size, c.d_model, name="shared_embedding")
+        if c.position_encoding == "learned":
+            self.position_encoding = layers.LearnedPositionEncoding(
+                c.max_length, name="position_encoding")
+        else:
+            self.position_encoding = layers.SinusoidalPositionEncoding(
+                name="position_encoding")
+        self.embedding_dropout = keras.layers.Dropout(c.dropout)
+        sizes = dict(d_model=c.d_model, num_heads=c.num_heads, d_ff=c.d_ff,
+                     dropout=c.dropout, attention_dropout=c.attention_dropout,
+                     relu_dropout=c.relu_dropout, pre_norm=c.pre_norm)
+        self.encoder_layers = [
+            layers.EncoderLayer(**sizes, name=f"encoder_layer_{i}")
+            for i in range(c.num_encoder_layers)]
+        self.decoder_layers = [
+            layers.DecoderLayer(**sizes, name=f"decoder_layer_{i}")
+            for i in range(c.num_decoder_layers)]
+        if c.pre_norm:
+            self.encoder_norm = keras.layers.LayerNormalization(
+                epsilon=LAYER_NORM_EPSILON, name="encoder_norm")
+            self.decoder_norm = keras.layers.LayerNormalization(
+                epsilon=LAYER_NORM_EPSILON, name="decoder_norm")
+        self.build_model()
+
+    def build_model(self):
+        """Creates every weight by running one token through the model."""
+        ids = tf.constant([[PAD_ID + 4]])
+        self((ids, ids), training=False)
+
+    def _final_norm(self, norm_name, x):
+        return getattr(self, norm_name)(x) if self.config.pre_norm else x
+
+    def embed(self, ids, start_index=0, training=None):
+        """sqrt(d_model) * E[ids] + PE, then dropout."""
+        x = self.embedding(ids)
+        x = x + self.position_encoding(x, start_index=start_index)
+        return self.embedding_dropout(x, training=training)
+
+    def encode(self, source_ids, training=None,
+               return_attention_scores=False):
+        """Returns the encoder output `[batch, source_length, d_model]`.
+
+        With `return_attention_scores`, also the list of per-layer
+        self-attention weights `[batch, heads, source_length, source_length]`.
+        """
+        mask = padding_mask(source_ids)
+        x = self.embed(source_ids, training=training)
+        all_weights = []
+        for layer in self.encoder_layers:
+            x, weights = layer(x, attention_mask=mask, training=training,
+                               return_attention_scores=True)
+            all_weights.append(weights)
+        x = self._final_norm("encoder_norm", x)
+        if return_attention_scores:
+            return x, all_weights
+        return x
+
+    def decode(self, target_input_ids, encoder_output, source_ids,
+               training=None, return_attention_scores=False):
+        """Teacher-forced decoder: logits `[batch, target_length, vocab]`.
+
+        With `return_attention_scores`, also a list (one per layer) of
+        `{"self": ..., "cross": ...}` attention weights.
+        """
+        x = self.embed(target_input_ids, training=training)
+        self_mask = causal_mask(tf.shape(target_input_ids)[1])
+        cross_mask = padding_mask(source_ids)
+        all_weights = []
+        for layer in self.decoder_layers:
+            x, weights = layer(
+                x, encoder_output, self_attention_mask=self_mask,
+                cross_attention_mask=cross_mask, training=training,
+                return_attention_scores=True)
+            all_weights.append(weights)
+        logits = self.embedding.project(
+            self._final_norm("decoder_norm", x))
+        if return_attention_scores:
+            return logits, all_weights
+        return logits
+
+    def call(self, inputs, training=None):
+        source_ids, target_input_ids = inputs
+        encoder_output = self.encode(source_ids, training=training)
+        return self.decode(target_input_ids, encoder_output, source_ids,
+                           training=training)
+
+    def initial_decode_cache(self, encoder_output, max_decode_length):
+        """The caches `decode_step` needs, as a dict of fixed-shape tensors.
+
+        "self": zeros `[layers, batch, 2, max_decode_length, heads, d_k]`;
+        "cross": each layer's projected encoder keys and values
+        `[layers, batch, 2, source_length, heads, d_k]`.
+        """
+        c = self.config
+        batch = tf.shape(encoder_output)[0]
+        self_cache = tf.zeros(
+            [c.num_decoder_layers, batch, 2, max_decode_length, c.num_heads,
+             c.d_model // c.num_heads], dtype=encoder_output.dtype)
+        cross_cache = tf.stack([
+            layer.cross_attention.compute_cache(encoder_output)
+            for layer in self.decoder_layers])
+        return {"self": self_cache, "cross": cross_cache}
+
+    def decode_step(self, token_ids, index, cache, source_mask):
+        """Decodes position `index` given the token there.
+
+        Args:
+            token_ids: int `[batch, 1]`, the token at position `index`.
+            index: scalar int, the position being decoded.
+            cache: dict from `initial_decode_cache` (or a previous step).
+            source_mask: boolean `[batch, 1, 1, source_length]`.
+
+        Returns:
+            (logits `[batch, vocab]` for position index + 1, updated cache).
+        """
+        x = self.embed(token_ids, start_index=index, training=False)
+        max_length = tf.shape(cache["self"])[3]
+        self_mask = (tf.range(max_length) <= index)[
+            tf.newaxis, tf.newaxis, tf.newaxis, :]
+        new_self_cache = []
+        for i, layer in enumerate(self.decoder_layers):
+            x, layer_cache = layer(
+                x, self_attention_mask=self_mask,
+                cross_attention_mask=source_mask,
+                self_attention_cache=cache["self"][i],
+                cache_update_index=index,
+                cross_attention_cache=cache["cross"][i], training=False)
+            new_self_cache.append(layer_cache)
+        logits = self.embedding.project(self._final_norm("decoder_norm", x))
+        return logits[:, 0], {"self": tf.stack(new_self_cache),
+                              "cross": cache["cross"]}
+
+    def get_config(self):
+        return {"config": dataclasses.asdict(self.config), **{
+            k: v for k, v in super().get_config().items()
+            if k in ("name", "trainable")}}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,46 @@
+"""The paper's learning-rate schedule (section 5.3)."""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
+
+    Linear warm-up for `warmup_steps`, then decay with the inverse square
+    root of the step; the peak, scale * (d_model * warmup)^-0.5, is at
+    step = warmup_steps. Keras passes the optimizer's iteration count, which
+    starts at 0, so the schedule is evaluated at step + 1: the first update
+    uses a small positive rate instead of 0.
+
+    Example:
+    >>> schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
+    >>> float(schedule(3999))  # the 4000th update: the peak
+    0.000698...
+    """
+
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+        if d_model <= 0 or warmup_steps <= 0 or scale <= 0:
+            raise ValueError(
+                f"d_model ({d_model}), warmup_steps ({warmup_steps}) and "
+                f"scale ({scale}) must be positive")
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+        self.scale = scale
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32) + 1.0
+        return (self.scale * self.d_model ** -0.5 *
+                tf.minimum(tf.math.rsqrt(step),
+                           step * self.warmup_steps ** -1.5))
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
+                "scale": self.scale}
+
+
+def paper_adam(schedule):
+    """Adam with the paper's beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9."""
+    return keras.optimizers.Adam(learning_rate=schedule, beta_1=0.9,
+                                 beta_2=0.98, epsilon=1e-9)

@@ -1,0 +1,77 @@
+"""Independent NumPy implementations of the paper's formulas, for tests."""
+
+import numpy as np
+
+
+def softmax(x):
+    shifted = x - x.max(axis=-1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def attention(q, k, v, mask=None):
+    """q [..., tq, d], k [..., tk, d], mask True = attend; returns (out, w)."""
+    logits = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if mask is not None:
+        logits = np.where(mask, logits, -np.inf)
+    weights = softmax(logits)
+    return weights @ v, weights
+
+
+def dense(x, kernel, bias):
+    return x @ kernel + bias
+
+
+def multi_head_attention(query, key_value, w, num_heads, mask=None):
+    """w: dict of (kernel, bias) for query/key/value/output."""
+    def split(x):
+        b, t, d = x.shape
+        return x.reshape(b, t, num_heads, d // num_heads).transpose(0, 2, 1, 3)
+
+    q = split(dense(query, *w["query"]))
+    k = split(dense(key_value, *w["key"]))
+    v = split(dense(key_value, *w["value"]))
+    out, weights = attention(q, k, v, mask)
+    b, h, t, d = out.shape
+    out = out.transpose(0, 2, 1, 3).reshape(b, t, h * d)
+    return dense(out, *w["output"]), weights
+
+
+def layer_norm(x, gamma, beta, epsilon=1e-6):
+    mean = x.mean(-1, keepdims=True)
+    var = x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + epsilon) * gamma + beta
+
+
+def feed_forward(x, w1, b1, w2, b2):
+    return np.maximum(0.0, x @ w1 + b1) @ w2 + b2
+
+
+def positional_encoding(length, d_model):
+    pe = np.zeros((length, d_model))
+    for pos in range(length):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            pe[pos, 2 * i] = np.sin(angle)
+            pe[pos, 2 * i + 1] = np.cos(angle)
+    return pe
+
+
+def transformer_lr(step, d_model, warmup):
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def smoothed_cross_entropy(labels, logits, epsilon, pad_id=0):
+    """Mean over non-pad tokens of -sum_k q_k log p_k with a smoothed q."""
+    vocab = logits.shape[-1]
+    total, count = 0.0, 0
+    for b in range(labels.shape[0]):
+        for t in range(labels.shape[1]):
+            if labels[b, t] == pad_id:
+                continue
+            log_p = np.log(softmax(logits[b, t]))
+            q = np.full(vocab, epsilon / vocab)
+            q[labels[b, t]] += 1.0 - epsilon
+            total += -(q * log_p).sum()
+            count += 1
+    return total / count

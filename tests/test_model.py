@@ -1,0 +1,91 @@
+"""The assembled Transformer: shapes, causality, parameter counts, saving."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_repro.config import TransformerConfig
+from t2t_repro.model import Transformer
+
+SMALL = TransformerConfig(vocab_size=50, d_model=16, num_heads=2, d_ff=32,
+                          num_encoder_layers=2, num_decoder_layers=2,
+                          dropout=0.1, max_length=32)
+
+
+def _batch(seed=0):
+    rng = np.random.default_rng(seed)
+    source = rng.integers(4, 50, size=(3, 7))
+    source[0, 5:] = 0
+    target = rng.integers(4, 50, size=(3, 6))
+    return tf.constant(source), tf.constant(target)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"pre_norm": True},
+                                       {"position_encoding": "learned"}])
+def test_decoder_is_causal(overrides):
+    model = Transformer(TransformerConfig(**{**SMALL.__dict__, **overrides}))
+    source, target = _batch()
+    logits = model((source, target)).numpy()
+    changed = target.numpy().copy()
+    changed[:, 4:] = (changed[:, 4:] + 7) % 46 + 4
+    changed_logits = model((source, tf.constant(changed))).numpy()
+    np.testing.assert_allclose(logits[:, :4], changed_logits[:, :4],
+                               atol=1e-5)
+    assert not np.allclose(logits[:, 4:], changed_logits[:, 4:], atol=1e-3)
+
+
+def test_source_padding_is_ignored():
+    model = Transformer(SMALL)
+    source, target = _batch()
+    longer = tf.pad(source, [[0, 0], [0, 5]])
+    np.testing.assert_allclose(model((source, target)),
+                               model((longer, target)), atol=1e-5)
+
+
+def test_logits_shape_and_tied_projection():
+    model = Transformer(SMALL)
+    source, target = _batch()
+    assert model((source, target)).shape == (3, 6, 50)
+    embedding_weights = [w for w in model.weights if "embedding" in w.path]
+    assert [tuple(w.shape) for w in embedding_weights] == [(50, 16)]
+
+
+@pytest.mark.parametrize("flags_config, paper_count", [
+    (dict(vocab_size=37000), 63.1e6),
+    (dict(vocab_size=37000, d_model=1024, num_heads=16, d_ff=4096,
+          dropout=0.3), 214e6),
+], ids=["base", "big"])
+def test_parameter_count_matches_paper_accounting(flags_config, paper_count):
+    model = Transformer(TransformerConfig(**flags_config))
+    assert abs(model.count_params() - paper_count) / paper_count < 0.01
+
+
+def test_get_config_round_trip_and_weight_save_load(tmp_path):
+    model = Transformer(SMALL)
+    source, target = _batch()
+    expected = model((source, target)).numpy()
+
+    clone = Transformer.from_config(model.get_config())
+    assert clone.config == model.config
+    clone.set_weights(model.get_weights())
+    np.testing.assert_array_equal(clone((source, target)), expected)
+
+    weights_path = str(tmp_path / "model.weights.h5")
+    model.save_weights(weights_path)
+    restored = Transformer(SMALL)
+    restored.load_weights(weights_path)
+    np.testing.assert_array_equal(restored((source, target)), expected)
+
+    archive = str(tmp_path / "model.keras")
+    model.save(archive)
+    reloaded = keras.saving.load_model(archive)
+    np.testing.assert_array_equal(reloaded((source, target)), expected)
+
+
+def test_invalid_config_names_the_problem():
+    with pytest.raises(ValueError, match="d_model=30 is not divisible by "
+                                         "num_heads=4"):
+        TransformerConfig(vocab_size=100, d_model=30, num_heads=4)
+    with pytest.raises(ValueError, match="dropout=1.5"):
+        TransformerConfig(vocab_size=100, dropout=1.5)

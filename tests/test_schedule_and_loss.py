@@ -1,0 +1,73 @@
+"""Learning-rate schedule and label-smoothed loss against references."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import numpy_reference as ref
+from t2t_repro.losses import (correct_token_count, smoothed_cross_entropy,
+                              smoothed_cross_entropy_sum)
+from t2t_repro.schedule import TransformerSchedule, paper_adam
+
+
+def test_schedule_values_match_formula():
+    schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
+    for iteration in [0, 1, 99, 3998, 3999, 4000, 10000, 99999]:
+        np.testing.assert_allclose(
+            float(schedule(iteration)),
+            ref.transformer_lr(iteration + 1, 512, 4000), rtol=1e-6)
+
+
+def test_schedule_peaks_at_warmup_and_starts_positive():
+    schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
+    values = schedule(tf.range(0, 20000)).numpy()
+    assert values[0] > 0
+    assert int(np.argmax(values)) + 1 == 4000
+    np.testing.assert_allclose(values.max(), (512 * 4000) ** -0.5, rtol=1e-6)
+
+
+def test_schedule_serialises_and_scales():
+    schedule = TransformerSchedule(d_model=256, warmup_steps=100, scale=2.0)
+    clone = TransformerSchedule.from_config(schedule.get_config())
+    assert float(clone(50)) == float(schedule(50))
+    np.testing.assert_allclose(
+        float(schedule(50)), 2 * ref.transformer_lr(51, 256, 100), rtol=1e-6)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        TransformerSchedule(d_model=512, warmup_steps=0)
+
+
+def test_optimizer_uses_paper_hyperparameters():
+    optimizer = paper_adam(TransformerSchedule(512))
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (
+        0.9, 0.98, 1e-9)
+
+
+def test_label_smoothed_loss_matches_reference_and_ignores_padding():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 5, 11)).astype(np.float32)
+    labels = rng.integers(1, 11, size=(2, 5))
+    labels[0, 3:] = 0
+    expected = ref.smoothed_cross_entropy(labels, logits, 0.1)
+    loss = smoothed_cross_entropy(tf.constant(labels), logits, 0.1)
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+    # Changing logits at padded positions changes nothing.
+    noisy = logits.copy()
+    noisy[0, 3:] += 100.0
+    np.testing.assert_allclose(
+        float(smoothed_cross_entropy(tf.constant(labels), noisy, 0.1)),
+        expected, rtol=1e-5)
+    _, count = smoothed_cross_entropy_sum(tf.constant(labels), logits, 0.1)
+    assert float(count) == 8.0
+
+
+def test_unsmoothed_loss_is_plain_cross_entropy():
+    logits = np.log(np.array([[[0.1, 0.2, 0.7]]], np.float32))
+    loss = smoothed_cross_entropy(tf.constant([[2]]), logits, 0.0)
+    np.testing.assert_allclose(float(loss), -np.log(0.7), rtol=1e-5)
+
+
+def test_correct_token_count_skips_padding():
+    logits = np.zeros((1, 4, 5), np.float32)
+    logits[0, np.arange(4), [0, 2, 3, 3]] = 1.0
+    labels = tf.constant([[0, 2, 3, 4]])
+    assert float(correct_token_count(labels, logits)) == 2.0
