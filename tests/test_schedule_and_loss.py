@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as ref
-from t2t_repro.losses import (correct_token_count, smoothed_cross_entropy,
-                              smoothed_cross_entropy_sum)
+from t2t_repro.losses import (smoothed_cross_entropy,
+                              smoothed_cross_entropy_stats)
 from t2t_repro.schedule import TransformerSchedule, paper_adam
 
 
@@ -56,7 +56,8 @@ def test_label_smoothed_loss_matches_reference_and_ignores_padding():
     np.testing.assert_allclose(
         float(smoothed_cross_entropy(tf.constant(labels), noisy, 0.1)),
         expected, rtol=1e-5)
-    _, count = smoothed_cross_entropy_sum(tf.constant(labels), logits, 0.1)
+    _, count, _ = smoothed_cross_entropy_stats(tf.constant(labels), logits,
+                                               0.1)
     assert float(count) == 8.0
 
 
@@ -66,8 +67,9 @@ def test_unsmoothed_loss_is_plain_cross_entropy():
     np.testing.assert_allclose(float(loss), -np.log(0.7), rtol=1e-5)
 
 
-def test_correct_token_count_skips_padding():
+def test_correct_count_skips_padding():
     logits = np.zeros((1, 4, 5), np.float32)
     logits[0, np.arange(4), [0, 2, 3, 3]] = 1.0
     labels = tf.constant([[0, 2, 3, 4]])
-    assert float(correct_token_count(labels, logits)) == 2.0
+    _, _, correct = smoothed_cross_entropy_stats(labels, logits, 0.1)
+    assert float(correct) == 2.0

@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from t2t_repro.layers.dense_2d import dense_2d
 from t2t_repro.layers.scaled_dot_product_attention import (
     ScaledDotProductAttention,
 )
@@ -76,8 +77,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_cache(self, key_value):
         """Projects keys and values once: `[batch, 2, length, heads, depth]`."""
-        return tf.stack([self._split_heads(self.key_dense(key_value)),
-                         self._split_heads(self.value_dense(key_value))],
+        return tf.stack([self._split_heads(dense_2d(self.key_dense, key_value)),
+                         self._split_heads(dense_2d(self.value_dense,
+                                                    key_value))],
                         axis=1)
 
     def call(self, query, key_value=None, attention_mask=None, cache=None,
@@ -91,7 +93,7 @@ class MultiHeadAttention(keras.layers.Layer):
             update = tf.cast(self.compute_cache(key_value), cache.dtype)
             start = [0, 0, cache_update_index, 0, 0]
             kv = keras.ops.slice_update(cache, start, update)
-        q = self._split_heads(self.query_dense(query))
+        q = self._split_heads(dense_2d(self.query_dense, query))
         # [batch, length, heads, depth] -> [batch, heads, length, depth]
         q = tf.transpose(q, [0, 2, 1, 3])
         k = tf.transpose(kv[:, 0], [0, 2, 1, 3])
@@ -102,7 +104,7 @@ class MultiHeadAttention(keras.layers.Layer):
         attended = tf.transpose(attended, [0, 2, 1, 3])
         shape = tf.shape(attended)
         attended = tf.reshape(attended, [shape[0], shape[1], self.d_model])
-        output = self.output_dense(attended)
+        output = dense_2d(self.output_dense, attended)
         results = (output,)
         if cache is not None:
             results += (kv,)

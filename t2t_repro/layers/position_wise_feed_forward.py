@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_repro.layers.dense_2d import dense_2d
+
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class PositionWiseFeedForward(keras.layers.Layer):
@@ -38,8 +40,9 @@ class PositionWiseFeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        hidden = self.inner_dropout(self.inner(inputs), training=training)
-        return self.outer(hidden)
+        hidden = self.inner_dropout(dense_2d(self.inner, inputs),
+                                    training=training)
+        return dense_2d(self.outer, hidden)
 
     def get_config(self):
         config = super().get_config()

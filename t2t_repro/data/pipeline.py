@@ -1,0 +1,131 @@
+"""Tokenization, length filtering and token-budget batching with tf.data."""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_repro.config import BOS_ID, PAD_ID
+
+_TOKENIZE_BATCH = 512
+
+
+def tokenize_pairs(pairs, tokenizer):
+    """(source, target) strings -> (source_ids, target_ids), each with EOS."""
+    def tokenize(source, target):
+        return tokenizer.tokenize(source), tokenizer.tokenize(target)
+
+    return (pairs.batch(_TOKENIZE_BATCH)
+            .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+            .rebatch(1).map(lambda s, t: (s[0], t[0])))
+
+
+def _longest_side(source, target):
+    return tf.maximum(tf.shape(source)[0], tf.shape(target)[0])
+
+
+def fit_to_max_length(tokenized, max_length, overlong="drop"):
+    """Drops pairs with a side over `max_length`, or truncates them.
+
+    Truncation keeps the final EOS so that the model still learns to stop.
+    """
+    if overlong == "drop":
+        return tokenized.filter(
+            lambda s, t: _longest_side(s, t) <= max_length)
+    if overlong == "truncate":
+        def truncate(ids):
+            return tf.cond(tf.shape(ids)[0] > max_length,
+                           lambda: tf.concat([ids[:max_length - 1],
+                                              ids[-1:]], 0),
+                           lambda: ids)
+        return tokenized.map(lambda s, t: (truncate(s), truncate(t)))
+    raise ValueError(f"overlong must be 'drop' or 'truncate', got {overlong!r}")
+
+
+def bucket_boundaries(max_length, min_length=8, growth=1.1):
+    """Padded lengths of the buckets: min_length, then about x1.1 each.
+
+    Geometric spacing bounds the padding waste per bucket (tensor2tensor
+    uses the same scheme); the last boundary is max_length.
+    """
+    boundaries, length = [], min_length
+    while length < max_length:
+        boundaries.append(length)
+        length = max(length + 1, int(length * growth))
+    return boundaries + [max_length]
+
+
+def _to_model_inputs(source, target):
+    """Teacher forcing: decoder input is BOS + target without its last token."""
+    start = tf.fill([tf.shape(target)[0], 1], tf.constant(BOS_ID, target.dtype))
+    target_input = tf.concat([start, target[:, :-1]], axis=1)
+    return (source, target_input), target
+
+
+def batch_by_tokens(tokenized, batch_tokens, max_length):
+    """Length-bucketed batches of about `batch_tokens` padded tokens.
+
+    Each bucket pads source and target to its boundary, so only
+    len(bucket_boundaries) shapes are ever produced, and holds
+    batch_tokens // (2 * boundary) pairs (source + target tokens).
+
+    Yields ((source_ids, target_input_ids), target_ids), int32
+    `[batch, boundary]` each.
+    """
+    lengths = bucket_boundaries(max_length)
+    batch_sizes = [max(1, batch_tokens // (2 * n)) for n in lengths]
+    # bucket_by_sequence_length pads to boundary - 1 for bucket i, and the
+    # extra final batch size covers lengths >= the last boundary (none here).
+    batched = tokenized.bucket_by_sequence_length(
+        _longest_side, bucket_boundaries=[n + 1 for n in lengths],
+        bucket_batch_sizes=batch_sizes + [batch_sizes[-1]],
+        pad_to_bucket_boundary=True, padding_values=(PAD_ID, PAD_ID))
+    return batched.map(_to_model_inputs)
+
+
+@dataclasses.dataclass
+class BatchReport:
+    """Token statistics over batches, for logs and tests."""
+
+    batches: int = 0
+    pairs: int = 0
+    real_tokens: int = 0
+    padded_tokens: int = 0
+
+    @property
+    def padding_efficiency(self):
+        return self.real_tokens / max(self.padded_tokens, 1)
+
+
+def report_batches(batches):
+    """Counts pairs and real vs padded tokens over finite `batches`."""
+    report = BatchReport()
+    for (source, _), target in batches.as_numpy_iterator():
+        report.batches += 1
+        report.pairs += source.shape[0]
+        report.real_tokens += int(np.count_nonzero(source != PAD_ID) +
+                                  np.count_nonzero(target != PAD_ID))
+        report.padded_tokens += source.size + target.size
+    return report
+
+
+def training_batches(pairs, tokenizer, *, batch_tokens, max_length,
+                     overlong="drop", shuffle_buffer=100_000, seed=0,
+                     repeat=True, skip_batches=0):
+    """The training input: shuffled, tokenized, bucketed, repeated.
+
+    Deterministic for a given seed, so a resumed run rebuilds the same
+    stream and skips the `skip_batches` it already consumed.
+    """
+    if repeat:
+        pairs = pairs.repeat()
+    pairs = pairs.shuffle(shuffle_buffer, seed=seed,
+                          reshuffle_each_iteration=True)
+    tokenized = fit_to_max_length(tokenize_pairs(pairs, tokenizer),
+                                  max_length, overlong)
+    batches = batch_by_tokens(tokenized, batch_tokens, max_length)
+    if skip_batches:
+        batches = batches.skip(skip_batches)
+    options = tf.data.Options()
+    options.deterministic = True
+    return batches.with_options(options).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,110 @@
+"""Line-aligned plain-text parallel files, optionally gzip-compressed."""
+
+import dataclasses
+import gzip
+import os
+
+import tensorflow as tf
+
+from t2t_repro.data import DataError
+
+_MAX_REPORTED_LINES = 10
+
+
+@dataclasses.dataclass
+class ParallelFileCheck:
+    """What a validation pass over two aligned files found."""
+
+    source_path: str
+    target_path: str
+    lines: int
+    empty_lines: list  # 1-based line numbers where either side is empty
+
+    def describe(self):
+        text = (f"{self.source_path} / {self.target_path}: {self.lines} "
+                f"lines, {len(self.empty_lines)} pairs with an empty side "
+                "filtered out")
+        if self.empty_lines:
+            shown = ", ".join(map(str, self.empty_lines[:_MAX_REPORTED_LINES]))
+            more = len(self.empty_lines) > _MAX_REPORTED_LINES
+            text += f" (lines {shown}{', ...' if more else ''})"
+        return text
+
+
+def _open(path):
+    if not os.path.exists(path):
+        raise DataError(f"{path}: no such file")
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _decoded_lines(path):
+    """Yields (line number, text without the line break)."""
+    with _open(path) as handle:
+        try:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    yield number, raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as error:
+                    raise DataError(
+                        f"{path}:{number}: not valid UTF-8 (byte "
+                        f"{error.start}: {raw[error.start:error.start + 4]!r})"
+                    ) from None
+        except (OSError, EOFError) as error:
+            raise DataError(f"{path}: cannot be read: {error}") from None
+
+
+def check_parallel_files(source_path, target_path):
+    """Reads both files once; raises DataError on anything that is not data.
+
+    Mismatched line counts, undecodable bytes and missing or corrupt files
+    are errors naming file and line. Pairs with an empty side are counted
+    (they are later filtered out) so that no data is lost silently.
+    """
+    source_lines = _decoded_lines(source_path)
+    target_lines = _decoded_lines(target_path)
+    empty_lines, count = [], 0
+    while True:
+        source = next(source_lines, None)
+        target = next(target_lines, None)
+        if source is None and target is None:
+            break
+        if source is None or target is None:
+            shorter, longer = ((source_path, target_path) if source is None
+                               else (target_path, source_path))
+            longer_count = count + 1 + sum(
+                1 for _ in (target_lines if source is None else source_lines))
+            raise DataError(
+                f"{shorter} has {count} lines but {longer} has "
+                f"{longer_count}: parallel files must be line-aligned "
+                f"(first unmatched line: {longer}:{count + 1})")
+        count += 1
+        if not source[1].strip() or not target[1].strip():
+            empty_lines.append(count)
+    if count == 0:
+        raise DataError(f"{source_path}: empty file")
+    return ParallelFileCheck(source_path, target_path, count, empty_lines)
+
+
+def _line_dataset(path):
+    compression = "GZIP" if path.endswith(".gz") else ""
+    return tf.data.TextLineDataset(path, compression_type=compression)
+
+
+def text_file_pairs(source_path, target_path):
+    """(source, target) string pairs, stripped, empty pairs removed.
+
+    Call `check_parallel_files` first: this streams the files with tf.data
+    and assumes they are valid.
+    """
+    pairs = tf.data.Dataset.zip(_line_dataset(source_path),
+                                _line_dataset(target_path))
+    pairs = pairs.map(lambda s, t: (tf.strings.strip(s), tf.strings.strip(t)))
+    return pairs.filter(lambda s, t: tf.logical_and(
+        tf.strings.length(s) > 0, tf.strings.length(t) > 0))
+
+
+def read_lines(path):
+    """All lines of a (possibly gzipped) UTF-8 file, validated."""
+    return [text for _, text in _decoded_lines(path)]

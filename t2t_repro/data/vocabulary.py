@@ -1,0 +1,62 @@
+"""The shared source+target SentencePiece vocabulary."""
+
+import io
+import os
+
+import tensorflow as tf
+
+from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from t2t_repro.data import DataError
+
+SPM_MODEL_FILENAME = "spm.model"
+
+
+def train_sentencepiece(sentences, vocab_size, model_path, model_type="bpe",
+                        character_coverage=1.0, seed=0):
+    """Trains a SentencePiece model on `sentences` and writes `model_path`.
+
+    The ids of pad/unk/bos/eos are fixed to those in t2t_repro.config. The
+    vocabulary may come out smaller than `vocab_size` on a small corpus;
+    read the real size with `vocab_size_of`.
+    """
+    import sentencepiece as spm
+
+    spm.set_random_generator_seed(seed + 1)  # 0 would mean "random"
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=model,
+        vocab_size=vocab_size, model_type=model_type,
+        character_coverage=character_coverage, pad_id=PAD_ID, unk_id=UNK_ID,
+        bos_id=BOS_ID, eos_id=EOS_ID, hard_vocab_limit=False,
+        input_sentence_size=10_000_000, shuffle_input_sentence=True,
+        num_threads=os.cpu_count() or 1,
+        minloglevel=2)
+    temporary = model_path + ".tmp"
+    with tf.io.gfile.GFile(temporary, "wb") as handle:
+        handle.write(model.getvalue())
+    tf.io.gfile.rename(temporary, model_path, overwrite=True)
+    return model_path
+
+
+def load_sentencepiece(model_path):
+    """The serialized model proto; DataError if it is missing."""
+    if not tf.io.gfile.exists(model_path):
+        raise DataError(f"{model_path}: SentencePiece vocabulary not found "
+                        "(train a run first, or pass the run's model_dir)")
+    with tf.io.gfile.GFile(model_path, "rb") as handle:
+        return handle.read()
+
+
+def make_tokenizer(model_proto):
+    """tf-text tokenizer that appends EOS: the op the SavedModel uses too."""
+    import tensorflow_text as tf_text
+
+    return tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32,
+                                          add_eos=True)
+
+
+def vocab_size_of(model_proto):
+    import sentencepiece as spm
+
+    processor = spm.SentencePieceProcessor(model_proto=model_proto)
+    return processor.get_piece_size()

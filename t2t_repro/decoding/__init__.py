@@ -1,0 +1,1 @@
+"""Incremental decoding: greedy and beam search as fixed-shape graphs."""

@@ -1,0 +1,60 @@
+"""Greedy decoding over the key/value cache, one tf.while_loop."""
+
+import tensorflow as tf
+
+from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
+from t2t_repro.model import padding_mask
+
+EXTRA_DECODE_LENGTH = 50  # the paper: maximum output length = input + 50
+
+
+def max_decode_length(model, source_ids, extra=EXTRA_DECODE_LENGTH):
+    """Input length + `extra`, capped by a learned position table's size."""
+    length = tf.shape(source_ids)[1] + extra
+    if model.config.position_encoding == "learned":
+        length = tf.minimum(length, model.config.max_length)
+    return length
+
+
+def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
+    """Most likely next token at each step until EOS or the length limit.
+
+    Args:
+        model: a `Transformer`.
+        source_ids: int32 `[batch, source_length]`, PAD_ID padded.
+        extra_length: output may be this much longer than the input.
+
+    Returns:
+        (ids int32 `[batch, max_decode_length]` ending in EOS then PAD,
+        log-probability float32 `[batch]` of each output).
+    """
+    batch = tf.shape(source_ids)[0]
+    length = max_decode_length(model, source_ids, extra_length)
+    source_mask = padding_mask(source_ids)
+    cache = model.initial_decode_cache(
+        model.encode(source_ids, training=False), length)
+
+    def step(index, token, cache, output, scores, finished):
+        logits, cache = model.decode_step(token[:, tf.newaxis], index, cache,
+                                          source_mask)
+        log_probs = tf.nn.log_softmax(logits)
+        chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        chosen = tf.where(finished, PAD_ID, chosen)
+        gained = tf.gather(log_probs, chosen, batch_dims=1)
+        scores += tf.where(finished, 0.0, gained)
+        output = tf.tensor_scatter_nd_update(
+            output, tf.stack([tf.range(batch), tf.fill([batch], index)], 1),
+            chosen)
+        finished = tf.logical_or(finished, tf.equal(chosen, EOS_ID))
+        return index + 1, chosen, cache, output, scores, finished
+
+    def not_done(index, token, cache, output, scores, finished):
+        return tf.logical_and(index < length,
+                              tf.logical_not(tf.reduce_all(finished)))
+
+    _, _, _, output, scores, _ = tf.while_loop(
+        not_done, step,
+        (tf.constant(0), tf.fill([batch], BOS_ID), cache,
+         tf.fill([batch, length], PAD_ID), tf.zeros([batch]),
+         tf.zeros([batch], tf.bool)))
+    return output, scores

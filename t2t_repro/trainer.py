@@ -1,0 +1,344 @@
+"""The training loop: distributed, accumulating, checkpointed, logged."""
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import time
+
+import keras
+import numpy as np
+import sacrebleu
+import tensorflow as tf
+from absl import logging
+from tensorboard.plugins.hparams import api as hparams_api
+
+from t2t_repro import distribution
+from t2t_repro.data import pipeline
+from t2t_repro.decoding.translator import Translator
+from t2t_repro.losses import smoothed_cross_entropy_stats
+from t2t_repro.model import Transformer
+from t2t_repro.run_files import save_run_config
+from t2t_repro.schedule import TransformerSchedule, paper_adam
+
+_SUM = tf.distribute.ReduceOp.SUM
+_SAMPLE_TRANSLATIONS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions:
+    """How to train; the model's shape is in `TransformerConfig`."""
+
+    model_dir: str
+    train_steps: int
+    batch_tokens: int = 4096
+    accum_steps: int = 1
+    label_smoothing: float = 0.1
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    overlong: str = "drop"
+    shuffle_buffer: int = 100_000
+    seed: int = 0
+    checkpoint_every: int = 1000
+    keep_checkpoints: int = 5
+    log_every: int = 100
+    eval_every: int = 1000
+    dev_bleu_sentences: int = 1000
+    jit_compile: bool = False
+    mixed_precision: str = "none"
+
+
+@dataclasses.dataclass
+class _Interval:
+    """Step outputs since the last log line (summed without host syncs)."""
+
+    outputs: list = dataclasses.field(default_factory=list)
+    start: float = dataclasses.field(default_factory=time.perf_counter)
+
+
+class Trainer:
+    """Trains a `Transformer` under a `tf.distribute` strategy.
+
+    Each step reads `accum_steps` micro-batches per replica, sums their
+    label-smoothed loss gradients, divides by the number of real target
+    tokens over all replicas and micro-batches, and applies one Adam update:
+    the result does not depend on the replica count. Checkpoints hold the
+    model and optimizer; the deterministic input pipeline is rebuilt on
+    resume and skips the batches already consumed, so a resumed run follows
+    the same trajectory as an uninterrupted one.
+    """
+
+    def __init__(self, model_config, options, strategy, vocab_proto,
+                 train_pairs, dev_pairs=None):
+        self.config = model_config
+        self.options = options
+        self.strategy = strategy
+        self.train_pairs = train_pairs
+        self.dev_pairs = dev_pairs
+        self.is_chief = distribution.is_chief(strategy)
+        self._stop_requested = False
+        if options.mixed_precision != "none":
+            keras.mixed_precision.set_global_policy(
+                {"bf16": "mixed_bfloat16",
+                 "fp16": "mixed_float16"}[options.mixed_precision])
+        keras.utils.set_random_seed(options.seed)
+        from t2t_repro.data.vocabulary import make_tokenizer
+
+        self.tokenizer = make_tokenizer(vocab_proto)
+        with strategy.scope():
+            self.model = Transformer(model_config, name="transformer")
+            self.schedule = TransformerSchedule(
+                model_config.d_model, options.warmup_steps,
+                options.learning_rate_scale)
+            self.optimizer = paper_adam(self.schedule)
+            if options.mixed_precision == "fp16":
+                self.optimizer = keras.optimizers.LossScaleOptimizer(
+                    self.optimizer)
+            # Keras 3 optimizers must be built inside the scope before the
+            # first compiled step (see shared/NOTES.md).
+            self.optimizer.build(self.model.trainable_variables)
+        self.checkpoint = tf.train.Checkpoint(model=self.model,
+                                              optimizer=self.optimizer)
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, self._checkpoint_dir(),
+            max_to_keep=options.keep_checkpoints, checkpoint_name="ckpt")
+        restored = self.manager.restore_or_initialize()
+        if restored:
+            logging.info("resumed from %s at step %d", restored, self.step)
+        if self.is_chief:
+            save_run_config(options.model_dir, model_config)
+        self._train_writer = self._writer("train")
+        self._dev_writer = self._writer("dev")
+
+    @property
+    def step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    def _checkpoint_dir(self):
+        if self.is_chief:
+            return self.options.model_dir
+        # Non-chief workers must take part in saving, but not overwrite.
+        task_id = self.strategy.cluster_resolver.task_id
+        return os.path.join(self.options.model_dir, f".worker_{task_id}")
+
+    def _writer(self, name):
+        if not self.is_chief:
+            return tf.summary.create_noop_writer()
+        return tf.summary.create_file_writer(
+            os.path.join(self.options.model_dir, name))
+
+    # Input -------------------------------------------------------------
+
+    def _dataset_fn(self, input_context):
+        pairs = self.train_pairs
+        if input_context.num_input_pipelines > 1:
+            pairs = pairs.shard(input_context.num_input_pipelines,
+                                input_context.input_pipeline_id)
+        local_replicas = (input_context.num_replicas_in_sync //
+                          input_context.num_input_pipelines)
+        return pipeline.training_batches(
+            pairs, self.tokenizer,
+            batch_tokens=max(1, self.options.batch_tokens //
+                             input_context.num_replicas_in_sync),
+            max_length=self.config.max_length,
+            overlong=self.options.overlong,
+            shuffle_buffer=self.options.shuffle_buffer,
+            seed=self.options.seed,
+            skip_batches=self.step * self.options.accum_steps *
+            local_replicas)
+
+    # Compiled step -----------------------------------------------------
+
+    def _micro_batch_gradients(self, source, target_input, target_output):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            logits = self.model((source, target_input), training=True)
+            loss_sum, count, correct = smoothed_cross_entropy_stats(
+                target_output, logits, self.options.label_smoothing)
+            scaled = (self.optimizer.scale_loss(loss_sum)
+                      if self.options.mixed_precision == "fp16" else loss_sum)
+        gradients = [tf.convert_to_tensor(g)
+                     for g in tape.gradient(scaled, variables)]
+        return gradients, loss_sum, count, correct
+
+    def _replica_step(self, micro_batches, micro_batch_gradients):
+        context = tf.distribute.get_replica_context()
+        gradients = None
+        totals = {"loss_sum": 0.0, "target_tokens": 0.0, "correct": 0.0,
+                  "real_tokens": 0.0, "padded_tokens": 0.0}
+        for (source, target_input), target_output in micro_batches:
+            grads, loss_sum, count, correct = micro_batch_gradients(
+                source, target_input, target_output)
+            gradients = grads if gradients is None else [
+                a + b for a, b in zip(gradients, grads)]
+            totals["loss_sum"] += loss_sum
+            totals["target_tokens"] += count
+            totals["correct"] += correct
+            totals["real_tokens"] += count + tf.reduce_sum(
+                tf.cast(tf.not_equal(source, 0), tf.float32))
+            totals["padded_tokens"] += tf.cast(
+                tf.size(source) + tf.size(target_output), tf.float32)
+        global_tokens = context.all_reduce(_SUM, totals["target_tokens"])
+        gradients = context.all_reduce(
+            _SUM, [g / tf.maximum(global_tokens, 1.0) for g in gradients])
+        replicas = tf.cast(context.num_replicas_in_sync, tf.float32)
+        # The optimizer sums gradients over replicas again; they are already
+        # summed (so that the norm below is the global one), hence / replicas.
+        self.optimizer.apply_gradients(zip(
+            [g / replicas for g in gradients],
+            self.model.trainable_variables))
+        totals["grad_norm"] = tf.linalg.global_norm(gradients) / replicas
+        return totals
+
+    def _compile_step(self, element_spec):
+        micro_batch_gradients = self._micro_batch_gradients
+        if self.options.jit_compile:
+            micro_batch_gradients = tf.function(micro_batch_gradients,
+                                                jit_compile=True)
+
+        def step(micro_batches):
+            per_replica = self.strategy.run(
+                self._replica_step,
+                args=(micro_batches, micro_batch_gradients))
+            return {name: self.strategy.reduce(_SUM, value, axis=None)
+                    for name, value in per_replica.items()}
+
+        return tf.function(step, input_signature=[
+            tuple([element_spec] * self.options.accum_steps)])
+
+    # Loop --------------------------------------------------------------
+
+    def _request_stop(self, signum, frame):
+        del frame
+        logging.warning("signal %d: checkpointing and stopping", signum)
+        self._stop_requested = True
+
+    def train(self):
+        """Trains to `train_steps`; returns the final step."""
+        options = self.options
+        if self.step >= options.train_steps:
+            logging.info("already at step %d >= train_steps", self.step)
+            return self.step
+        dataset = self.strategy.distribute_datasets_from_function(
+            self._dataset_fn)
+        iterator = iter(dataset)
+        train_step = self._compile_step(iterator.element_spec)
+        self._write_hparams()
+        previous = {sig: signal.signal(sig, self._request_stop)
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
+        interval = _Interval()
+        try:
+            while self.step < options.train_steps and not self._stop_requested:
+                micro_batches = tuple(next(iterator)
+                                      for _ in range(options.accum_steps))
+                interval.outputs.append(train_step(micro_batches))
+                step = self.step
+                if step % options.log_every == 0:
+                    self._log_interval(interval)
+                    interval = _Interval()
+                if step % options.checkpoint_every == 0:
+                    self._save()
+                if self.dev_pairs is not None and step % options.eval_every == 0:
+                    self.evaluate()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if interval.outputs:
+            self._log_interval(interval)
+        self._save()
+        return self.step
+
+    def _save(self):
+        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(
+                f"ckpt-{self.step}"):
+            return
+        path = self.manager.save(checkpoint_number=self.step)
+        if self.is_chief:
+            logging.info("saved %s", path)
+        else:
+            shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
+
+    def _log_interval(self, interval):
+        totals = {name: float(np.sum([o[name].numpy()
+                                      for o in interval.outputs]))
+                  for name in interval.outputs[0]}
+        seconds = time.perf_counter() - interval.start
+        steps = len(interval.outputs)
+        metrics = {
+            "loss": totals["loss_sum"] / max(totals["target_tokens"], 1.0),
+            "accuracy": totals["correct"] / max(totals["target_tokens"], 1.0),
+            "learning_rate": float(self.schedule(self.step - 1)),
+            "grad_norm": totals["grad_norm"] / steps,
+            "tokens_per_second": totals["real_tokens"] / seconds,
+            "padding_efficiency":
+                totals["real_tokens"] / max(totals["padded_tokens"], 1.0),
+            "seconds_per_step": seconds / steps,
+        }
+        with self._train_writer.as_default(step=self.step):
+            for name, value in metrics.items():
+                tf.summary.scalar(name, value)
+        logging.info(
+            "step %d loss %.4f acc %.3f lr %.3g |g| %.3f %.0f tok/s "
+            "pad-eff %.2f %.3f s/step", self.step, metrics["loss"],
+            metrics["accuracy"], metrics["learning_rate"],
+            metrics["grad_norm"], metrics["tokens_per_second"],
+            metrics["padding_efficiency"], metrics["seconds_per_step"])
+        return metrics
+
+    def _write_hparams(self):
+        if not self.is_chief:
+            return
+        values = {**dataclasses.asdict(self.config),
+                  **{k: v for k, v in dataclasses.asdict(self.options).items()
+                     if k != "model_dir"}}
+        with self._train_writer.as_default(step=self.step):
+            hparams_api.hparams({k: v for k, v in values.items()
+                                 if isinstance(v, (bool, int, float, str))})
+
+    # Evaluation --------------------------------------------------------
+
+    def dev_loss(self):
+        """Label-smoothed loss per target token on the dev set."""
+        batches = pipeline.batch_by_tokens(
+            pipeline.fit_to_max_length(
+                pipeline.tokenize_pairs(self.dev_pairs, self.tokenizer),
+                self.config.max_length, self.options.overlong),
+            self.options.batch_tokens, self.config.max_length)
+
+        @tf.function(input_signature=[batches.element_spec])
+        def batch_loss(batch):
+            (source, target_input), target_output = batch
+            logits = self.model((source, target_input), training=False)
+            return smoothed_cross_entropy_stats(
+                target_output, logits, self.options.label_smoothing)[:2]
+
+        loss_sum = count = 0.0
+        for batch in batches:
+            batch_sum, batch_count = batch_loss(batch)
+            loss_sum += float(batch_sum)
+            count += float(batch_count)
+        return loss_sum / max(count, 1.0)
+
+    def evaluate(self):
+        """Dev loss and greedy-decoding sacreBLEU, logged to TensorBoard."""
+        pairs = list(self.dev_pairs.take(
+            self.options.dev_bleu_sentences).as_numpy_iterator())
+        sources = [s.decode("utf-8") for s, _ in pairs]
+        references = [t.decode("utf-8") for _, t in pairs]
+        hypotheses = Translator(self.model, self.tokenizer).translate(sources)
+        bleu_metric = sacrebleu.BLEU()
+        bleu = bleu_metric.corpus_score(hypotheses, [references])
+        loss = self.dev_loss()
+        with self._dev_writer.as_default(step=self.step):
+            tf.summary.scalar("loss", loss)
+            tf.summary.scalar("bleu", bleu.score)
+            samples = "\n\n".join(
+                f"**source:** {s}  \n**reference:** {r}  \n**output:** {h}"
+                for s, r, h in list(zip(sources, references, hypotheses))[
+                    :_SAMPLE_TRANSLATIONS])
+            tf.summary.text("translations", samples)
+        logging.info("step %d dev loss %.4f greedy sacreBLEU %.2f (%s)",
+                     self.step, loss, bleu.score,
+                     bleu_metric.get_signature())
+        return {"loss": loss, "bleu": bleu.score}
