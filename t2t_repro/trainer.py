@@ -78,6 +78,10 @@ class Trainer:
         self.dev_pairs = dev_pairs
         self.is_chief = distribution.is_chief(strategy)
         self._stop_requested = False
+        if self.is_chief:
+            # Before any restore, so a changed config is named, not reported
+            # as a variable shape mismatch.
+            save_run_config(options.model_dir, model_config)
         if options.mixed_precision != "none":
             keras.mixed_precision.set_global_policy(
                 {"bf16": "mixed_bfloat16",
@@ -98,16 +102,19 @@ class Trainer:
             # Keras 3 optimizers must be built inside the scope before the
             # first compiled step (see shared/NOTES.md).
             self.optimizer.build(self.model.trainable_variables)
-        self.checkpoint = tf.train.Checkpoint(model=self.model,
-                                              optimizer=self.optimizer)
+        # Keras does not checkpoint its dropout RNG states; without them a
+        # resumed run would draw different dropout masks.
+        dropout_seeds = [v.value for v in self.model.non_trainable_variables
+                         if v.path.endswith("seed_generator_state")]
+        self.checkpoint = tf.train.Checkpoint(
+            model=self.model, optimizer=self.optimizer,
+            dropout_seeds=dropout_seeds)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self._checkpoint_dir(),
             max_to_keep=options.keep_checkpoints, checkpoint_name="ckpt")
         restored = self.manager.restore_or_initialize()
         if restored:
             logging.info("resumed from %s at step %d", restored, self.step)
-        if self.is_chief:
-            save_run_config(options.model_dir, model_config)
         self._train_writer = self._writer("train")
         self._dev_writer = self._writer("dev")
 

@@ -1,0 +1,160 @@
+"""Parallel files, vocabulary, batching: real data and bad input."""
+
+import gzip
+import time
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+
+from shared_data import multi30k
+from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
+from t2t_repro.data import DataError, pipeline, text_files, tfds_source
+from t2t_repro.data import vocabulary
+
+
+@pytest.fixture(scope="module")
+def multi30k_vocab(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("vocab") / "spm.model")
+    sentences = (text_files.read_lines(multi30k("train", "en")) +
+                 text_files.read_lines(multi30k("train", "de")))
+    vocabulary.train_sentencepiece(sentences, 8000, path)
+    return vocabulary.load_sentencepiece(path)
+
+
+def _write(path, lines, raw=None):
+    data = raw if raw is not None else "".join(
+        line + "\n" for line in lines).encode("utf-8")
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wb") as handle:
+        handle.write(data)
+    return str(path)
+
+
+def test_multi30k_files_read_in_full():
+    check = text_files.check_parallel_files(multi30k("val", "en"),
+                                            multi30k("val", "de"))
+    assert check.lines == 1014 and check.empty_lines == []
+    pairs = list(text_files.text_file_pairs(
+        multi30k("val", "en"), multi30k("val", "de")).as_numpy_iterator())
+    assert len(pairs) == 1014
+    assert pairs[0][0].decode().startswith("A group of men are loading cotton")
+
+
+def test_mismatched_line_counts_name_both_files(tmp_path):
+    source = _write(tmp_path / "a.en", ["one", "two", "three"])
+    target = _write(tmp_path / "a.de.gz", ["eins", "zwei"])
+    with pytest.raises(DataError) as error:
+        text_files.check_parallel_files(source, target)
+    message = str(error.value)
+    assert "a.de.gz has 2 lines" in message and "a.en has 3" in message
+    assert "a.en:3" in message
+
+
+def test_undecodable_bytes_name_file_and_line(tmp_path):
+    source = _write(tmp_path / "b.en", [], raw=b"fine\nbad \xff\xfe byte\n")
+    target = _write(tmp_path / "b.de", ["gut", "schlecht"])
+    with pytest.raises(DataError, match=r"b\.en:2: not valid UTF-8"):
+        text_files.check_parallel_files(source, target)
+
+
+def test_missing_file_is_named(tmp_path):
+    target = _write(tmp_path / "c.de", ["x"])
+    with pytest.raises(DataError, match=r"nope\.en: no such file"):
+        text_files.check_parallel_files(str(tmp_path / "nope.en"), target)
+
+
+def test_empty_pairs_are_counted_and_filtered(tmp_path):
+    source = _write(tmp_path / "d.en.gz", ["a", "", "c", "d", "  "])
+    target = _write(tmp_path / "d.de.gz", ["A", "B", "", "D", "E"])
+    check = text_files.check_parallel_files(source, target)
+    assert check.empty_lines == [2, 3, 5]
+    assert "3 pairs with an empty side filtered out (lines 2, 3, 5)" in \
+        check.describe()
+    pairs = list(text_files.text_file_pairs(source, target)
+                 .as_numpy_iterator())
+    assert pairs == [(b"a", b"A"), (b"d", b"D")]
+
+
+def test_tf_text_ids_equal_sentencepiece_ids(multi30k_vocab):
+    sentences = text_files.read_lines(multi30k("val", "de"))[:300]
+    processor = spm.SentencePieceProcessor(model_proto=multi30k_vocab)
+    expected = [ids + [EOS_ID] for ids in processor.encode(sentences)]
+    tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
+    assert tokenizer.tokenize(sentences).to_list() == expected
+    assert processor.piece_to_id("<pad>") == PAD_ID
+    assert processor.id_to_piece(BOS_ID) == "<s>"
+
+
+def test_missing_vocabulary_is_a_clear_error(tmp_path):
+    with pytest.raises(DataError, match="SentencePiece vocabulary not found"):
+        vocabulary.load_sentencepiece(str(tmp_path / "spm.model"))
+
+
+def test_bucketed_batches_on_multi30k(multi30k_vocab):
+    tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
+    pairs = text_files.text_file_pairs(multi30k("train", "en"),
+                                       multi30k("train", "de"))
+    batches = pipeline.training_batches(pairs, tokenizer, batch_tokens=4096,
+                                        max_length=100, repeat=False)
+    report = pipeline.report_batches(batches)
+    assert report.pairs == 29000  # none over 100 pieces, none lost
+    assert report.padding_efficiency > 0.8
+    shapes = set()
+    for (source, target_input), target in batches.take(60):
+        assert source.shape == target.shape == target_input.shape
+        assert 2 * source.shape[0] * source.shape[1] <= 4096
+        np.testing.assert_array_equal(target_input[:, 0], BOS_ID)
+        np.testing.assert_array_equal(target_input[:, 1:], target[:, :-1])
+        shapes.add(source.shape[1])
+    assert shapes <= set(pipeline.bucket_boundaries(100))
+
+
+def test_batches_are_reproducible_and_skippable(multi30k_vocab):
+    tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
+    pairs = text_files.text_file_pairs(multi30k("val", "en"),
+                                       multi30k("val", "de"))
+
+    def first_sources(seed, skip=0, count=6):
+        batches = pipeline.training_batches(
+            pairs, tokenizer, batch_tokens=1024, max_length=64, seed=seed,
+            shuffle_buffer=2000, skip_batches=skip)
+        return [b[0][0].numpy() for b in batches.take(count)]
+
+    run_a, run_b = first_sources(7), first_sources(7)
+    for a, b in zip(run_a, run_b):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(first_sources(7, skip=2, count=4), run_a[2:]):
+        np.testing.assert_array_equal(a, b)
+    assert any(a.shape != b.shape or np.any(a != b)
+               for a, b in zip(run_a, first_sources(8)))
+
+
+def test_overlong_pairs_dropped_or_truncated_keeping_eos():
+    pairs = tf.data.Dataset.from_tensor_slices((
+        tf.ragged.constant([[5, 6, EOS_ID], [5, 6, 7, 8, 9, EOS_ID]]),
+        tf.ragged.constant([[5, EOS_ID], [7, EOS_ID]])))
+    pairs = pairs.map(lambda s, t: (s, t))
+    dropped = list(pipeline.fit_to_max_length(pairs, 4, "drop"))
+    assert len(dropped) == 1
+    truncated = [s.numpy().tolist() for s, _ in
+                 pipeline.fit_to_max_length(pairs, 4, "truncate")]
+    assert truncated == [[5, 6, EOS_ID], [5, 6, 7, EOS_ID]]
+
+
+def test_tfds_source_fails_fast_offline(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(DataError) as error:
+        tfds_source.tfds_pairs("wmt14_translate/de-en", "train", "en", "de",
+                               data_dir=str(tmp_path))
+    assert time.monotonic() - start < 60
+    message = str(error.value)
+    assert "wmt14_translate/de-en" in message
+    assert "--train_src" in message and "unreachable" in message
+
+
+def test_tfds_source_rejects_unknown_language(tmp_path):
+    with pytest.raises(DataError, match="not 'xx'"):
+        tfds_source.tfds_pairs("wmt14_translate/de-en", "train", "xx", "de",
+                               data_dir=str(tmp_path))

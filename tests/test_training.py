@@ -1,0 +1,219 @@
+"""Distributed equivalence, exact resume, TensorBoard output, CLI errors."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from shared_data import multi30k
+from t2t_repro.config import TransformerConfig
+from t2t_repro.trainer import Trainer, TrainingOptions
+from vocab_for_tests import tiny_vocab
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TESTS)
+
+
+def _python(args, env=None, **kwargs):
+    environment = {**os.environ, "PYTHONPATH": TESTS,
+                   "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
+    return subprocess.run([sys.executable, *args], env=environment,
+                          capture_output=True, text=True, **kwargs)
+
+
+def _one_step(tmp_path, name, cpu_devices, env=None):
+    out = str(tmp_path / f"{name}.npz")
+    result = _python([os.path.join(TESTS, "one_training_step.py"), out,
+                      str(cpu_devices), str(tmp_path / name)], env=env,
+                     timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return dict(np.load(out))
+
+
+def _assert_same_step(single, mirrored, replicas):
+    assert int(mirrored["replicas"]) == replicas
+    np.testing.assert_allclose(mirrored["loss"], single["loss"], atol=1e-5)
+    # Adam's first update is nearly scale-free; the global gradient norm
+    # catches a loss normalised per replica or summed twice.
+    np.testing.assert_allclose(mirrored["grad_norm"], single["grad_norm"],
+                               rtol=1e-5)
+    # The key projection's bias has an exactly zero gradient (softmax is
+    # shift-invariant per query): its Adam update is amplified round-off.
+    weights = [k for k in single if k not in ("loss", "replicas", "grad_norm")
+               and not k.endswith("/key/bias")]
+    assert len(weights) > 20
+    for key in weights:
+        np.testing.assert_allclose(mirrored[key], single[key], atol=1e-5,
+                                   err_msg=key)
+
+
+def test_two_mirrored_replicas_match_one_device(tmp_path):
+    single = _one_step(tmp_path, "single", 1)
+    mirrored = _one_step(tmp_path, "mirrored", 2)
+    _assert_same_step(single, mirrored, replicas=2)
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_worker_processes_match_one_device(tmp_path):
+    single = _one_step(tmp_path, "single", 1)
+    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    processes = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": {"worker": workers},
+                                "task": {"type": "worker", "index": index}})
+        out = str(tmp_path / f"worker{index}.npz")
+        env = {**os.environ, "PYTHONPATH": TESTS, "TF_CONFIG": tf_config,
+               "TF_CPP_MIN_LOG_LEVEL": "2"}
+        processes.append((out, subprocess.Popen(
+            [sys.executable, os.path.join(TESTS, "one_training_step.py"),
+             out, "1", str(tmp_path / "multiworker")], env=env,
+            stderr=subprocess.PIPE, text=True)))
+    for out, process in processes:
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[-3000:]
+        _assert_same_step(single, dict(np.load(out)), replicas=2)
+
+
+SMALL = TransformerConfig(vocab_size=64, d_model=16, num_heads=2, d_ff=32,
+                          num_encoder_layers=1, num_decoder_layers=1,
+                          dropout=0.1, attention_dropout=0.1, max_length=32)
+
+
+def _toy_pairs():
+    words = ["ein hund läuft", "a dog runs", "eine katze", "a cat",
+             "der mann", "the man", "das gras", "the grass"]
+    sources = [f"{words[(i * 2) % 8]} {words[(i * 3 + 2) % 8]}"
+               for i in range(64)]
+    targets = [f"{words[(i * 2 + 1) % 8]} {words[(i * 3 + 3) % 8]}"
+               for i in range(64)]
+    return tf.data.Dataset.from_tensor_slices((sources, targets))
+
+
+def _trainer(model_dir, steps, **overrides):
+    options = TrainingOptions(
+        model_dir=str(model_dir), train_steps=steps, batch_tokens=128,
+        warmup_steps=5, checkpoint_every=5, log_every=5, eval_every=1000,
+        shuffle_buffer=64, seed=3, **overrides)
+    return Trainer(SMALL, options, tf.distribute.MirroredStrategy(),
+                   tiny_vocab(), _toy_pairs())
+
+
+def test_resume_reproduces_an_uninterrupted_run(tmp_path):
+    straight = _trainer(tmp_path / "straight", 20)
+    straight.train()
+    expected = [w.numpy() for w in straight.model.weights]
+
+    first_half = _trainer(tmp_path / "resumed", 10)
+    assert first_half.train() == 10
+    del first_half
+    resumed = _trainer(tmp_path / "resumed", 20)
+    assert resumed.step == 10
+    assert resumed.train() == 20
+    for want, got in zip(expected, resumed.model.weights):
+        np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
+    assert int(resumed.optimizer.iterations.numpy()) == 20
+
+
+def test_accumulation_equals_one_big_batch(tmp_path):
+    # Two micro-batches of the toy data in one update: the loss normaliser
+    # is the token count over both, and the step counter moves once.
+    trainer = _trainer(tmp_path / "accum", 3, accum_steps=2)
+    assert trainer.train() == 3
+
+
+def _event_tags(directory):
+    tags = set()
+    for name in os.listdir(directory):
+        for event in tf.compat.v1.train.summary_iterator(
+                os.path.join(directory, name)):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
+def test_tensorboard_curves_and_dev_evaluation(tmp_path):
+    trainer = _trainer(tmp_path / "tb", 10)
+    trainer.dev_pairs = _toy_pairs().take(8)
+    trainer.options = TrainingOptions(**{**trainer.options.__dict__,
+                                         "eval_every": 10})
+    trainer.train()
+    assert {"loss", "accuracy", "learning_rate", "grad_norm",
+            "tokens_per_second", "padding_efficiency"} <= _event_tags(
+                str(tmp_path / "tb" / "train"))
+    assert {"loss", "bleu", "translations"} <= _event_tags(
+        str(tmp_path / "tb" / "dev"))
+    with open(tmp_path / "tb" / "config.json") as handle:
+        assert json.load(handle)["d_model"] == 16
+    assert tf.train.latest_checkpoint(str(tmp_path / "tb")).endswith("ckpt-10")
+
+
+def test_changed_model_flags_do_not_resume_silently(tmp_path):
+    _trainer(tmp_path / "run", 1).train()
+    other = TransformerConfig(**{**SMALL.__dict__, "d_model": 32})
+    with pytest.raises(ValueError, match="different model config"):
+        Trainer(other, TrainingOptions(model_dir=str(tmp_path / "run"),
+                                       train_steps=2),
+                tf.distribute.MirroredStrategy(), tiny_vocab(), _toy_pairs())
+
+
+def _train_cli(*flags, timeout=600):
+    return _python(["-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
+                    *flags], timeout=timeout, cwd=REPO)
+
+
+def test_cli_rejects_bad_flags_clearly(tmp_path):
+    result = _train_cli(f"--model_dir={tmp_path}/a", "--d_model=30",
+                        "--num_heads=4", f"--train_src={multi30k('val', 'en')}",
+                        f"--train_tgt={multi30k('val', 'de')}")
+    assert result.returncode != 0
+    assert "d_model=30 is not divisible by num_heads=4" in result.stderr
+    result = _train_cli(f"--model_dir={tmp_path}/b",
+                        f"--train_src={multi30k('val', 'en')}")
+    assert result.returncode != 0
+    assert "--train_src and --train_tgt go together" in result.stderr
+    result = _train_cli(f"--model_dir={tmp_path}/c",
+                        f"--train_src={multi30k('val', 'en')}",
+                        f"--train_tgt={multi30k('train', 'de')}")
+    assert result.returncode != 0
+    assert "parallel files must be line-aligned" in result.stderr
+
+
+@pytest.mark.slow
+def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
+    flags = [f"--model_dir={tmp_path}/run", "--train_steps=400",
+             "--checkpoint_every=1000", "--log_every=1",
+             f"--train_src={multi30k('val', 'en')}",
+             f"--train_tgt={multi30k('val', 'de')}"]
+    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
+         *flags], cwd=REPO, env=environment, stderr=subprocess.PIPE,
+        text=True)
+    deadline = time.time() + 300
+    for line in process.stderr:
+        if "step 5 loss" in line or time.time() > deadline:
+            break
+    process.send_signal(signal.SIGTERM)
+    _, rest = process.communicate(timeout=120)
+    assert process.returncode == 0, rest[-2000:]
+    checkpoint = tf.train.latest_checkpoint(str(tmp_path / "run"))
+    stopped_at = int(checkpoint.rsplit("-", 1)[1])
+    assert 5 <= stopped_at < 400
+    result = _train_cli(*[f.replace("400", str(stopped_at + 3))
+                          for f in flags])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"resumed from {checkpoint} at step {stopped_at}" in result.stderr
+    assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith(
+        f"ckpt-{stopped_at + 3}")
