@@ -36,6 +36,20 @@ def save_run_config(model_dir, config):
         json.dump(saved, handle, indent=2)
 
 
+def save_vocabulary(model_dir, vocab_proto):
+    """Writes the run's SentencePiece model; refuses to swap it for
+    another one, which would scramble every token id."""
+    path = vocab_path(model_dir)
+    if tf.io.gfile.exists(path):
+        if load_sentencepiece(path) != vocab_proto:
+            raise ValueError(f"{path}: this run has a different "
+                             "SentencePiece vocabulary")
+        return
+    tf.io.gfile.makedirs(model_dir)
+    with tf.io.gfile.GFile(path, "wb") as handle:
+        handle.write(vocab_proto)
+
+
 def load_run_config(model_dir):
     path = os.path.join(model_dir, CONFIG_FILENAME)
     if not tf.io.gfile.exists(path):
@@ -45,11 +59,53 @@ def load_run_config(model_dir):
         return TransformerConfig(**json.load(handle))
 
 
-def load_run(model_dir):
-    """(config, SentencePiece proto, latest checkpoint path) of a run."""
+def load_run(model_dir, checkpoint=None):
+    """(config, SentencePiece proto, checkpoint path) of a run; the latest
+    checkpoint unless `checkpoint` names one."""
     config = load_run_config(model_dir)
     proto = load_sentencepiece(vocab_path(model_dir))
-    checkpoint = tf.train.latest_checkpoint(model_dir)
+    checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"{model_dir}: no checkpoint found")
     return config, proto, checkpoint
+
+
+def model_checkpoint(model, **others):
+    """A `tf.train.Checkpoint` of every model variable, keyed by its Keras
+    path, dropout RNG states included, plus `others` (e.g. the optimizer).
+
+    Keras 3 keeps sublayers held in Python lists out of TensorFlow's object
+    graph, so `tf.train.Checkpoint(model=model)` would save the embedding
+    alone; explicit paths also keep checkpoints readable and stable.
+    """
+    return tf.train.Checkpoint(model=_variables_by_key(model), **others)
+
+
+def _variables_by_key(model):
+    """Keras paths, except for dropout RNG states: Keras names their seed
+    generators by a process-wide counter, so they go by their order."""
+    keyed, rng_states = {}, 0
+    for variable in model.variables:
+        if variable.path.endswith("seed_generator_state"):
+            keyed[f"dropout_rng/{rng_states}"] = variable.value
+            rng_states += 1
+        else:
+            keyed[variable.path] = variable.value
+    return keyed
+
+
+def checkpoint_step(checkpoint):
+    """The step a `.../ckpt-N` checkpoint path was saved at."""
+    return int(checkpoint.rsplit("-", 1)[1])
+
+
+def load_trained_model(model_dir, checkpoint=None):
+    """(model with the checkpoint's weights, SentencePiece proto, checkpoint
+    path) of a t2t-train (or t2t-average) model_dir."""
+    from t2t_repro.model import Transformer
+
+    config, proto, checkpoint = load_run(model_dir, checkpoint)
+    model = Transformer(config, name="transformer")
+    model_checkpoint(model).restore(
+        checkpoint).expect_partial().assert_existing_objects_matched()
+    return model, proto, checkpoint

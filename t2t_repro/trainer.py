@@ -1,7 +1,6 @@
 """The training loop: distributed, accumulating, checkpointed, logged."""
 
 import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -19,8 +18,11 @@ from t2t_repro.data import pipeline
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.losses import smoothed_cross_entropy_stats
 from t2t_repro.model import Transformer
-from t2t_repro.run_files import save_run_config
+from t2t_repro.run_files import (model_checkpoint, save_run_config,
+                                 save_vocabulary)
 from t2t_repro.schedule import TransformerSchedule, paper_adam
+from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
+                                     plot_attention, translation_ids)
 
 _SUM = tf.distribute.ReduceOp.SUM
 _SAMPLE_TRANSLATIONS = 5
@@ -78,17 +80,25 @@ class Trainer:
         self.dev_pairs = dev_pairs
         self.is_chief = distribution.is_chief(strategy)
         self._stop_requested = False
+        self._dev_translator = None
         if self.is_chief:
             # Before any restore, so a changed config is named, not reported
             # as a variable shape mismatch.
             save_run_config(options.model_dir, model_config)
+            save_vocabulary(options.model_dir, vocab_proto)
         if options.mixed_precision != "none":
             keras.mixed_precision.set_global_policy(
                 {"bf16": "mixed_bfloat16",
                  "fp16": "mixed_float16"}[options.mixed_precision])
         keras.utils.set_random_seed(options.seed)
-        from t2t_repro.data.vocabulary import make_tokenizer
+        from t2t_repro.data.vocabulary import make_tokenizer, vocab_size_of
 
+        pieces = vocab_size_of(vocab_proto)
+        if model_config.vocab_size != pieces:
+            raise ValueError(
+                f"model vocab_size={model_config.vocab_size} but the "
+                f"SentencePiece vocabulary has {pieces} pieces: the "
+                "decoder would emit ids the vocabulary cannot detokenize")
         self.tokenizer = make_tokenizer(vocab_proto)
         with strategy.scope():
             self.model = Transformer(model_config, name="transformer")
@@ -102,13 +112,8 @@ class Trainer:
             # Keras 3 optimizers must be built inside the scope before the
             # first compiled step (see shared/NOTES.md).
             self.optimizer.build(self.model.trainable_variables)
-        # Keras does not checkpoint its dropout RNG states; without them a
-        # resumed run would draw different dropout masks.
-        dropout_seeds = [v.value for v in self.model.non_trainable_variables
-                         if v.path.endswith("seed_generator_state")]
-        self.checkpoint = tf.train.Checkpoint(
-            model=self.model, optimizer=self.optimizer,
-            dropout_seeds=dropout_seeds)
+        self.checkpoint = model_checkpoint(self.model,
+                                           optimizer=self.optimizer)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self._checkpoint_dir(),
             max_to_keep=options.keep_checkpoints, checkpoint_name="ckpt")
@@ -327,13 +332,28 @@ class Trainer:
             count += float(batch_count)
         return loss_sum / max(count, 1.0)
 
+    def _write_attention_images(self, sentence):
+        """The last layers' attention heads on one dev sentence."""
+        ids = translation_ids(self._dev_translator, sentence)
+        maps = attention_maps(self.model, self.tokenizer, sentence, ids)
+        for kind in KINDS:
+            weights, queries, keys = maps[kind]
+            png = figure_png(plot_attention(
+                weights, queries, keys, [weights.shape[0] - 1],
+                range(weights.shape[1]), f"{kind} attention, last layer"))
+            tf.summary.image(f"attention/{kind}",
+                             tf.image.decode_png(png)[tf.newaxis])
+
     def evaluate(self):
         """Dev loss and greedy-decoding sacreBLEU, logged to TensorBoard."""
         pairs = list(self.dev_pairs.take(
             self.options.dev_bleu_sentences).as_numpy_iterator())
         sources = [s.decode("utf-8") for s, _ in pairs]
         references = [t.decode("utf-8") for _, t in pairs]
-        hypotheses = Translator(self.model, self.tokenizer).translate(sources)
+        if self._dev_translator is None:
+            self._dev_translator = Translator(self.model, self.tokenizer,
+                                              beam_size=1)
+        hypotheses = self._dev_translator.translate(sources)
         bleu_metric = sacrebleu.BLEU()
         bleu = bleu_metric.corpus_score(hypotheses, [references])
         loss = self.dev_loss()
@@ -345,6 +365,7 @@ class Trainer:
                 for s, r, h in list(zip(sources, references, hypotheses))[
                     :_SAMPLE_TRANSLATIONS])
             tf.summary.text("translations", samples)
+            self._write_attention_images(sources[0])
         logging.info("step %d dev loss %.4f greedy sacreBLEU %.2f (%s)",
                      self.step, loss, bleu.score,
                      bleu_metric.get_signature())

@@ -2,3 +2,15 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def toy_run_dir(tmp_path_factory):
+    """A model_dir trained by the real Trainer to translate four phrases."""
+    from toy_run import train_learnable_run
+
+    model_dir = tmp_path_factory.mktemp("toy_run")
+    train_learnable_run(model_dir)
+    return str(model_dir)

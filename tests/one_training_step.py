@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from t2t_repro import distribution
 from t2t_repro.config import TransformerConfig
+from t2t_repro.data.vocabulary import vocab_size_of
 from t2t_repro.trainer import Trainer, TrainingOptions
 from vocab_for_tests import tiny_vocab
 
@@ -26,8 +27,8 @@ def global_batch():
     source = np.zeros((GLOBAL_BATCH, 12), np.int32)
     target = np.zeros((GLOBAL_BATCH, 10), np.int32)
     for row in range(GLOBAL_BATCH):
-        source[row, :3 + row] = rng.integers(4, 60, 3 + row)
-        target[row, :2 + row] = rng.integers(4, 60, 2 + row)
+        source[row, :3 + row] = rng.integers(4, 40, 3 + row)
+        target[row, :2 + row] = rng.integers(4, 40, 2 + row)
     target_input = np.concatenate(
         [np.full((GLOBAL_BATCH, 1), 2, np.int32), target[:, :-1]], axis=1)
     return (source, target_input), target
@@ -35,7 +36,8 @@ def global_batch():
 
 def main(out_path, cpu_devices, model_dir):
     strategy = distribution.make_strategy(cpu_devices)
-    config = TransformerConfig(vocab_size=64, d_model=16, num_heads=2, d_ff=32,
+    config = TransformerConfig(vocab_size=vocab_size_of(tiny_vocab()),
+                               d_model=16, num_heads=2, d_ff=32,
                                num_encoder_layers=1, num_decoder_layers=1,
                                dropout=0.0)
     options = TrainingOptions(model_dir=model_dir, train_steps=1,

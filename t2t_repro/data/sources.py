@@ -15,7 +15,8 @@ class Corpus:
     """Where one split's (source, target) pairs come from.
 
     Either `source_path` and `target_path` (aligned text files, .gz
-    allowed) or `tfds_name` with `tfds_split` and the language keys.
+    allowed) or `tfds_name` with `tfds_split`. The language codes pick
+    the TFDS direction and the target-side tokenizer of tokenized BLEU.
     """
 
     source_path: str = None
@@ -72,8 +73,8 @@ def define_data_flags():
     flags.DEFINE_string("tfds_train_split", "train", "TFDS training split.")
     flags.DEFINE_string("tfds_dev_split", "validation", "TFDS dev split.")
     flags.DEFINE_string("tfds_test_split", "test", "TFDS test split.")
-    flags.DEFINE_string("source_lang", "en", "Source language key (TFDS).")
-    flags.DEFINE_string("target_lang", "de", "Target language key (TFDS).")
+    flags.DEFINE_string("source_lang", "en", "Source language code (TFDS direction).")
+    flags.DEFINE_string("target_lang", "de", "Target language code (TFDS direction; tokenized BLEU).")
     flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory.")
     flags.DEFINE_string("tfds_manual_dir", None,
                         "Directory of manually downloaded TFDS archives.")
@@ -89,7 +90,8 @@ def corpus_from_flags(split):
     f = flags.FLAGS
     if getattr(f, f"{split}_src"):
         return Corpus(source_path=getattr(f, f"{split}_src"),
-                      target_path=getattr(f, f"{split}_tgt"))
+                      target_path=getattr(f, f"{split}_tgt"),
+                      source_lang=f.source_lang, target_lang=f.target_lang)
     if f.tfds_name:
         return Corpus(tfds_name=f.tfds_name,
                       tfds_split=getattr(f, f"tfds_{split}_split"),

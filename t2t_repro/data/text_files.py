@@ -3,12 +3,14 @@
 import dataclasses
 import gzip
 import os
+import sys
 
 import tensorflow as tf
 
 from t2t_repro.data import DataError
 
 _MAX_REPORTED_LINES = 10
+STDIN = "-"
 
 
 @dataclasses.dataclass
@@ -32,6 +34,9 @@ class ParallelFileCheck:
 
 
 def _open(path):
+    if path == STDIN:
+        # Not closed by the caller's `with`: a duplicate of stdin's handle.
+        return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file")
     if path.endswith(".gz"):
@@ -106,5 +111,6 @@ def text_file_pairs(source_path, target_path):
 
 
 def read_lines(path):
-    """All lines of a (possibly gzipped) UTF-8 file, validated."""
+    """All lines of a (possibly gzipped) UTF-8 file, or of stdin for "-",
+    validated."""
     return [text for _, text in _decoded_lines(path)]

@@ -60,3 +60,18 @@ def vocab_size_of(model_proto):
 
     processor = spm.SentencePieceProcessor(model_proto=model_proto)
     return processor.get_piece_size()
+
+
+def tokenize_sources(tokenizer, sentences, max_length):
+    """Source ids for the model: int32 `[batch, width]`, PAD_ID padded.
+
+    Every row ends in EOS; a sentence longer than `max_length` pieces keeps
+    its first `max_length - 1` and EOS, as `--overlong=truncate` does in
+    training. Pure TensorFlow, so the exported SavedModel runs it too.
+    """
+    ids = tokenizer.tokenize(sentences)
+    lengths = tf.minimum(ids.row_lengths(), max_length)
+    dense = ids[:, :max_length].to_tensor(default_value=PAD_ID)
+    last = tf.equal(tf.range(tf.shape(dense)[1])[tf.newaxis, :],
+                    tf.cast(lengths - 1, tf.int32)[:, tf.newaxis])
+    return tf.where(last, EOS_ID, dense)

@@ -9,11 +9,27 @@ EXTRA_DECODE_LENGTH = 50  # the paper: maximum output length = input + 50
 
 
 def max_decode_length(model, source_ids, extra=EXTRA_DECODE_LENGTH):
-    """Input length + `extra`, capped by a learned position table's size."""
+    """Padded input length + `extra`, capped by a learned position table's
+    size: the length of the output buffers."""
     length = tf.shape(source_ids)[1] + extra
     if model.config.position_encoding == "learned":
         length = tf.minimum(length, model.config.max_length)
     return length
+
+
+def output_limits(source_ids, buffer_length, extra=EXTRA_DECODE_LENGTH):
+    """Each sentence's real input length + `extra`, `[batch]`: what a
+    translation may not exceed, whatever padding its batch got."""
+    lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)
+    return tf.minimum(lengths + extra, buffer_length)
+
+
+def next_token_log_probs(logits):
+    """log_softmax over the tokens a decoder may emit: never PAD or BOS."""
+    banned = tf.one_hot([PAD_ID, BOS_ID], tf.shape(logits)[-1],
+                        on_value=True, off_value=False, dtype=tf.bool)
+    return tf.nn.log_softmax(
+        tf.where(tf.reduce_any(banned, axis=0), -1e9, logits))
 
 
 def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
@@ -25,11 +41,13 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
         extra_length: output may be this much longer than the input.
 
     Returns:
-        (ids int32 `[batch, max_decode_length]` ending in EOS then PAD,
-        log-probability float32 `[batch]` of each output).
+        (ids int32 `[batch, max_decode_length]` ending in EOS then PAD, or
+        cut at the sentence's `output_limits`; log-probability float32
+        `[batch]` of each output).
     """
     batch = tf.shape(source_ids)[0]
     length = max_decode_length(model, source_ids, extra_length)
+    limits = output_limits(source_ids, length, extra_length)
     source_mask = padding_mask(source_ids)
     cache = model.initial_decode_cache(
         model.encode(source_ids, training=False), length)
@@ -37,7 +55,8 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
     def step(index, token, cache, output, scores, finished):
         logits, cache = model.decode_step(token[:, tf.newaxis], index, cache,
                                           source_mask)
-        log_probs = tf.nn.log_softmax(logits)
+        log_probs = next_token_log_probs(logits)
+        finished = tf.logical_or(finished, index >= limits)
         chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         chosen = tf.where(finished, PAD_ID, chosen)
         gained = tf.gather(log_probs, chosen, batch_dims=1)
@@ -49,8 +68,9 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
         return index + 1, chosen, cache, output, scores, finished
 
     def not_done(index, token, cache, output, scores, finished):
+        done = tf.logical_or(finished, index >= limits)
         return tf.logical_and(index < length,
-                              tf.logical_not(tf.reduce_all(finished)))
+                              tf.logical_not(tf.reduce_all(done)))
 
     _, _, _, output, scores, _ = tf.while_loop(
         not_done, step,

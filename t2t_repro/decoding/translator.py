@@ -7,7 +7,29 @@ import tensorflow as tf
 
 from t2t_repro.config import PAD_ID
 from t2t_repro.data.pipeline import bucket_boundaries
-from t2t_repro.decoding.greedy import greedy_decode
+from t2t_repro.data.vocabulary import tokenize_sources
+from t2t_repro.decoding.beam_search import best_translation_fn
+
+
+def progress_line(done, total):
+    print(f"\rtranslated {done}/{total}", end="" if done < total else "\n",
+          file=sys.stderr, flush=True)
+
+
+def batches_by_length(lengths, batch_tokens, padded_length=lambda n: n):
+    """Index lists of items of similar length, longest first, each holding
+    at most `batch_tokens` padded tokens (or a single item)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batch, width = [], 0
+    for index in order:
+        if batch and (len(batch) + 1) * width > batch_tokens:
+            yield batch
+            batch = []
+        if not batch:
+            width = padded_length(lengths[index])
+        batch.append(index)
+    if batch:
+        yield batch
 
 
 class Translator:
@@ -19,69 +41,62 @@ class Translator:
     Args:
         model: a `Transformer`.
         tokenizer: the run's `tensorflow_text.SentencepieceTokenizer`.
-        decode_fn: `fn(model, source_ids) -> (ids [batch, length], ...)`.
-        batch_tokens: source tokens per decoding batch.
+        beam_size: 1 decodes greedily (the paper: 4).
+        alpha: length penalty exponent (the paper: 0.6).
+        batch_tokens: padded source tokens per decoding batch.
         jit_compile: compile the decoder with XLA.
+
+    Example:
+        >>> Translator(model, tokenizer).translate(["A dog runs."])
+        ['Ein Hund rennt.']
     """
 
-    def __init__(self, model, tokenizer, decode_fn=greedy_decode,
+    def __init__(self, model, tokenizer, beam_size=4, alpha=0.6,
                  batch_tokens=4096, jit_compile=False):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_tokens = batch_tokens
         self.boundaries = bucket_boundaries(model.config.max_length)
-        self._decode = tf.function(
-            lambda ids: decode_fn(model, ids)[0], jit_compile=jit_compile,
+        decode = best_translation_fn(beam_size, alpha)
+        # `(ids [batch, length], scores [batch])` of padded source ids.
+        self.decode_ids = tf.function(
+            lambda ids: decode(model, ids), jit_compile=jit_compile,
             input_signature=[tf.TensorSpec([None, None], tf.int32)])
-
-    def _source_ids(self, sentences):
-        ids = self.tokenizer.tokenize(tf.constant(sentences, tf.string))
-        max_length = self.model.config.max_length
-        # Over-long inputs keep their first max_length - 1 pieces and EOS.
-        return [np.concatenate([row[:max_length - 1], row[-1:]])
-                if len(row) > max_length else row
-                for row in ids.to_list()]
-
-    def _batches(self, source_ids):
-        """Index lists of sentences of similar length, longest first."""
-        order = sorted(range(len(source_ids)),
-                       key=lambda i: -len(source_ids[i]))
-        batch, width = [], 0
-        for index in order:
-            if batch and (len(batch) + 1) * width > self.batch_tokens:
-                yield batch
-                batch = []
-            if not batch:
-                width = self._padded_length(len(source_ids[index]))
-            batch.append(index)
-        if batch:
-            yield batch
 
     def _padded_length(self, length):
         return next(b for b in self.boundaries if b >= length)
 
-    def translate(self, sentences, progress=False):
-        """Translations of `sentences` (a list of str), in the same order."""
+    def translate_with_scores(self, sentences, progress=False):
+        """(translations, scores) of `sentences` (a list of str), in order.
+
+        A score is log P(translation) / length_penalty.
+        """
         if not sentences:
-            return []
-        source_ids = self._source_ids(list(sentences))
-        results = [None] * len(sentences)
+            return [], []
+        source_ids = tokenize_sources(
+            self.tokenizer, tf.constant(list(sentences), tf.string),
+            self.model.config.max_length).numpy()
+        lengths = np.sum(source_ids != PAD_ID, axis=1)
+        translations = [None] * len(sentences)
+        scores = [None] * len(sentences)
         done = 0
-        for batch in self._batches(source_ids):
-            width = self._padded_length(max(len(source_ids[i])
-                                            for i in batch))
+        for batch in batches_by_length(lengths, self.batch_tokens,
+                                           self._padded_length):
+            width = self._padded_length(lengths[batch[0]])
             padded = np.full([len(batch), width], PAD_ID, np.int32)
-            for row, index in enumerate(batch):
-                padded[row, :len(source_ids[index])] = source_ids[index]
-            output = self._decode(tf.constant(padded))
-            ragged = tf.RaggedTensor.from_tensor(output, padding=PAD_ID)
-            texts = self.tokenizer.detokenize(ragged).numpy()
-            for index, text in zip(batch, texts):
-                results[index] = text.decode("utf-8")
+            kept = min(width, source_ids.shape[1])
+            padded[:, :kept] = source_ids[batch, :kept]
+            output, batch_scores = self.decode_ids(tf.constant(padded))
+            texts = self.tokenizer.detokenize(
+                tf.RaggedTensor.from_tensor(output, padding=PAD_ID)).numpy()
+            for index, text, score in zip(batch, texts, batch_scores.numpy()):
+                translations[index] = text.decode("utf-8")
+                scores[index] = float(score)
             done += len(batch)
             if progress:
-                print(f"\rtranslated {done}/{len(sentences)}", end="",
-                      file=sys.stderr, flush=True)
-        if progress:
-            print(file=sys.stderr)
-        return results
+                progress_line(done, len(sentences))
+        return translations, scores
+
+    def translate(self, sentences, progress=False):
+        """Translations of `sentences` (a list of str), in the same order."""
+        return self.translate_with_scores(sentences, progress)[0]

@@ -1,0 +1,69 @@
+"""t2t-attention: heat maps of a translation's attention, as in the paper's
+figures 3-5.
+
+    t2t-attention --model_dir=runs/multi30k --sentence="A dog runs." \
+        --layers=0,2 --output_prefix=attention/dog
+
+writes `<prefix>_encoder_self.png`, `<prefix>_decoder_self.png` and
+`<prefix>_encoder_decoder.png`: one heat map per chosen layer (rows) and
+head (columns), subword pieces on the axes, each row a query position.
+"""
+
+from absl import app, flags
+
+from t2t_repro.decoding.decoding_flags import define_decoding_flags
+
+flags.DEFINE_string("model_dir", None, "A t2t-train or t2t-average run.")
+flags.DEFINE_string("checkpoint", None, "Checkpoint (default: the latest).")
+flags.DEFINE_string("sentence", None, "Source sentence to translate.")
+flags.DEFINE_string("layers", "", "Comma-separated layer indices (default: "
+                    "all).")
+flags.DEFINE_string("heads", "", "Comma-separated head indices (default: "
+                    "all).")
+flags.DEFINE_string("output_prefix", "attention", "PNG path prefix.")
+define_decoding_flags()
+flags.mark_flags_as_required(["model_dir", "sentence"])
+FLAGS = flags.FLAGS
+
+def _parse_indices(text, count, name):
+    if not text:
+        return list(range(count))
+    indices = [int(part) for part in text.split(",")]
+    bad = [i for i in indices if not 0 <= i < count]
+    if bad:
+        raise app.UsageError(f"--{name}={text}: {bad} out of range; the "
+                             f"model has {count} {name}")
+    return indices
+
+
+def main(argv):
+    del argv
+    from t2t_repro.data.vocabulary import make_tokenizer
+    from t2t_repro.decoding.translator import Translator
+    from t2t_repro.run_files import load_trained_model
+    from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
+                                         plot_attention, translation_ids)
+
+    model, proto, _ = load_trained_model(FLAGS.model_dir, FLAGS.checkpoint)
+    translator = Translator(model, make_tokenizer(proto), FLAGS.beam_size,
+                            FLAGS.alpha)
+    output = translation_ids(translator, FLAGS.sentence)
+    maps = attention_maps(model, translator.tokenizer, FLAGS.sentence, output)
+    heads = _parse_indices(FLAGS.heads, model.config.num_heads, "heads")
+    for kind in KINDS:
+        weights, queries, keys = maps[kind]
+        layers = _parse_indices(FLAGS.layers, weights.shape[0], "layers")
+        path = f"{FLAGS.output_prefix}_{kind}.png"
+        with open(path, "wb") as handle:
+            handle.write(figure_png(plot_attention(
+                weights, queries, keys, layers, heads,
+                f"{kind.replace('_', ' ')} attention")))
+        print(path)
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

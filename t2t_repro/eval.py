@@ -1,0 +1,86 @@
+"""t2t-eval: translate a test set and score it.
+
+    t2t-eval --flagfile=flags/multi30k.cfg --model_dir=runs/multi30k
+
+Reports sacreBLEU with its signature, chrF, and the paper's tokenized,
+compound-split BLEU (labelled: not comparable to sacreBLEU). Writes the
+hypotheses and a JSON of the scores to --output_dir, and the scores to
+TensorBoard under model_dir/eval at the checkpoint's step.
+"""
+
+import json
+import os
+
+from absl import app, flags
+
+from t2t_repro.data import DataError, sources
+from t2t_repro.decoding.decoding_flags import define_decoding_flags
+from t2t_repro.train import define_training_flags
+
+define_training_flags()  # the run's --flagfile and --model_dir
+define_decoding_flags()
+flags.DEFINE_string("checkpoint", None, "Checkpoint to evaluate (default: "
+                    "the run's latest).")
+flags.DEFINE_string("output_dir", None, "Where hypotheses and scores go "
+                    "(default: MODEL_DIR/eval).")
+
+FLAGS = flags.FLAGS
+
+
+def write_results(output_dir, name, hypotheses, scores):
+    """`name`.hyp (one translation per line) and `name`.json."""
+    os.makedirs(output_dir, exist_ok=True)
+    base = os.path.join(output_dir, name)
+    with open(base + ".hyp", "w", encoding="utf-8") as handle:
+        handle.writelines(h + "\n" for h in hypotheses)
+    with open(base + ".json", "w", encoding="utf-8") as handle:
+        json.dump(scores, handle, indent=2, ensure_ascii=False)
+    return base
+
+
+def write_summaries(log_dir, step, scores):
+    import tensorflow as tf
+
+    with tf.summary.create_file_writer(log_dir).as_default(step=step):
+        for key in ("sacrebleu", "chrf", "tokenized_bleu"):
+            tf.summary.scalar(key, scores[key])
+        tf.summary.text("sacrebleu_signature", scores["sacrebleu_signature"])
+
+
+def main(argv):
+    del argv
+    from t2t_repro.data.vocabulary import make_tokenizer
+    from t2t_repro.evaluation import format_scores, score_corpus
+    from t2t_repro.run_files import checkpoint_step, load_trained_model
+
+    corpus = sources.corpus_from_flags("test")
+    if corpus is None:
+        raise app.UsageError("give --test_src/--test_tgt or --tfds_name")
+    try:
+        model, proto, checkpoint = load_trained_model(FLAGS.model_dir,
+                                                      FLAGS.checkpoint)
+        hypotheses, _, scores = score_corpus(
+            model, make_tokenizer(proto), corpus, FLAGS.beam_size,
+            FLAGS.alpha, FLAGS.decode_batch_tokens,
+            FLAGS.decode_jit_compile,
+            progress=True)
+    except (DataError, FileNotFoundError) as error:
+        raise app.UsageError(str(error)) from None
+    step = checkpoint_step(checkpoint)
+    test_name = os.path.basename(corpus.source_path or corpus.tfds_split)
+    scores.update(checkpoint=checkpoint, step=step, test=test_name,
+                  beam_size=FLAGS.beam_size, alpha=FLAGS.alpha)
+    output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, "eval")
+    base = write_results(output_dir, f"{test_name}.step{step}", hypotheses,
+                         scores)
+    write_summaries(os.path.join(FLAGS.model_dir, "eval"), step, scores)
+    print(format_scores(scores))
+    print(f"hypotheses and scores: {base}.hyp, {base}.json")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

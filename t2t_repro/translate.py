@@ -1,0 +1,110 @@
+"""t2t-translate: translate a file or stdin, one sentence per line.
+
+    t2t-translate --model_dir=runs/multi30k --input=src.en --output=out.de
+    echo "A dog runs." | t2t-translate --saved_model=exports/multi30k/450
+
+Uses a run's checkpoint (`--model_dir`, optionally `--checkpoint`) or an
+exported SavedModel (`--saved_model`). Sentences are batched by length and
+the output keeps the input's order, one line per input line.
+"""
+
+import sys
+
+from absl import app, flags
+
+from t2t_repro.decoding.decoding_flags import define_decoding_flags
+
+flags.DEFINE_string("model_dir", None, "A t2t-train or t2t-average run.")
+flags.DEFINE_string("checkpoint", None, "Checkpoint of --model_dir to use "
+                    "(default: the latest).")
+flags.DEFINE_string("saved_model", None, "A t2t-export version directory, "
+                    "instead of --model_dir.")
+flags.DEFINE_string("input", "-", "Source sentences, one per line (.gz "
+                    "too); - for stdin.")
+flags.DEFINE_string("output", "-", "Where to write translations; - for "
+                    "stdout.")
+define_decoding_flags()
+flags.DEFINE_bool("progress", True, "Show progress on stderr.")
+flags.register_multi_flags_validator(
+    ["model_dir", "saved_model"],
+    lambda f: (f["model_dir"] is None) != (f["saved_model"] is None),
+    message="give exactly one of --model_dir and --saved_model")
+
+FLAGS = flags.FLAGS
+
+
+class SavedModelTranslator:
+    """Translates with an exported SavedModel's `translate` signature."""
+
+    def __init__(self, path, beam_size=4, alpha=0.6, batch_tokens=4096):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+        self._tf = tf
+        self._signature = tf.saved_model.load(path).signatures["translate"]
+        self.beam_size = beam_size
+        self.alpha = alpha
+        self.batch_tokens = batch_tokens
+
+    def translate(self, sentences, progress=False):
+        from t2t_repro.decoding.translator import (batches_by_length,
+                                                   progress_line)
+
+        tf = self._tf
+        # Words + EOS approximate the subword count well enough to batch.
+        lengths = [len(s.split()) + 1 for s in sentences]
+        results = [None] * len(sentences)
+        done = 0
+        for batch in batches_by_length(lengths, self.batch_tokens):
+            outputs = self._signature(
+                inputs=tf.constant([sentences[i] for i in batch]),
+                beam_size=tf.constant(self.beam_size),
+                alpha=tf.constant(self.alpha, tf.float32))
+            for index, text in zip(batch,
+                                   outputs["translations"][:, 0].numpy()):
+                results[index] = text.decode("utf-8")
+            done += len(batch)
+            if progress:
+                progress_line(done, len(sentences))
+        return results
+
+
+def make_translator():
+    if FLAGS.saved_model:
+        return SavedModelTranslator(FLAGS.saved_model, FLAGS.beam_size,
+                                    FLAGS.alpha, FLAGS.decode_batch_tokens)
+    from t2t_repro.data.vocabulary import make_tokenizer
+    from t2t_repro.decoding.translator import Translator
+    from t2t_repro.run_files import load_trained_model
+
+    model, proto, _ = load_trained_model(FLAGS.model_dir, FLAGS.checkpoint)
+    return Translator(model, make_tokenizer(proto), FLAGS.beam_size,
+                      FLAGS.alpha, FLAGS.decode_batch_tokens,
+                      FLAGS.decode_jit_compile)
+
+
+def main(argv):
+    del argv
+    from t2t_repro.data import DataError
+    from t2t_repro.data.text_files import STDIN, read_lines
+
+    try:
+        sentences = read_lines(FLAGS.input)
+        translator = make_translator()
+    except (DataError, FileNotFoundError) as error:
+        raise app.UsageError(str(error)) from None
+    translations = translator.translate(sentences, progress=FLAGS.progress)
+    text = "".join(t + "\n" for t in translations)
+    if FLAGS.output == STDIN:
+        sys.stdout.write(text)
+    else:
+        with open(FLAGS.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,97 @@
+"""Attention heat maps of a translation, as in the paper's figures 3-5."""
+
+import io
+
+KINDS = ("encoder_self", "decoder_self", "encoder_decoder")
+
+
+def attention_maps(model, tokenizer, sentence, translation_ids):
+    """The model's attention while it reads `sentence` and writes
+    `translation_ids` (ending in EOS).
+
+    Returns:
+        {kind: (weights float `[layers, heads, queries, keys]`, query
+        pieces, key pieces)} for the three KINDS.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from t2t_repro.config import BOS_ID
+    from t2t_repro.data.vocabulary import tokenize_sources
+
+    source = tokenize_sources(tokenizer, tf.constant([sentence]),
+                              model.config.max_length)
+    output = tf.constant([translation_ids], tf.int32)
+    target_in = tf.concat([[[BOS_ID]], output[:, :-1]], axis=1)
+    encoded, encoder_weights = model.encode(source, training=False,
+                                            return_attention_scores=True)
+    _, decoder_weights = model.decode(target_in, encoded, source,
+                                      training=False,
+                                      return_attention_scores=True)
+
+    def pieces(ids):
+        return [p.decode("utf-8") for p in
+                tokenizer.id_to_string(ids[0]).numpy()]
+
+    def stacked(weights):
+        return np.stack([w[0].numpy() for w in weights])
+
+    source_pieces = pieces(source)
+    output_pieces = pieces(output)
+    return {
+        "encoder_self": (stacked(encoder_weights), source_pieces,
+                         source_pieces),
+        "decoder_self": (stacked([w["self"] for w in decoder_weights]),
+                         output_pieces, pieces(target_in)),
+        "encoder_decoder": (stacked([w["cross"] for w in decoder_weights]),
+                            output_pieces, source_pieces),
+    }
+
+
+def plot_attention(weights, query_pieces, key_pieces, layers, heads, title):
+    """A matplotlib Figure: one heat map per (layer, head), rows x columns."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    size = 0.25 * max(len(query_pieces), len(key_pieces)) + 1.5
+    figure, axes = plt.subplots(
+        len(layers), len(heads), squeeze=False,
+        figsize=(size * len(heads), size * len(layers)))
+    for row, layer in enumerate(layers):
+        for column, head in enumerate(heads):
+            ax = axes[row][column]
+            ax.imshow(weights[layer, head], cmap="viridis", vmin=0.0,
+                      vmax=1.0, aspect="auto")
+            ax.set_title(f"layer {layer} head {head}", fontsize=8)
+            ax.set_xticks(range(len(key_pieces)), key_pieces, rotation=90,
+                          fontsize=7)
+            ax.set_yticks(range(len(query_pieces)), query_pieces,
+                          fontsize=7)
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def figure_png(figure):
+    """PNG bytes of a figure, which is closed."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def translation_ids(translator, sentence):
+    """The translator's output ids for one sentence, EOS included."""
+    import tensorflow as tf
+
+    from t2t_repro.config import PAD_ID
+    from t2t_repro.data.vocabulary import tokenize_sources
+
+    source = tokenize_sources(translator.tokenizer, tf.constant([sentence]),
+                              translator.model.config.max_length)
+    ids, _ = translator.decode_ids(source)
+    return [int(i) for i in ids[0].numpy() if i != PAD_ID]

@@ -1,0 +1,175 @@
+"""Incremental decoding, greedy and beam search."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, TransformerConfig
+from t2t_repro.decoding.beam_search import beam_search, length_penalty
+from t2t_repro.decoding.greedy import greedy_decode, next_token_log_probs
+from t2t_repro.losses import smoothed_cross_entropy
+from t2t_repro.model import Transformer
+from t2t_repro.schedule import TransformerSchedule, paper_adam
+
+RANDOM = TransformerConfig(vocab_size=40, d_model=32, num_heads=4, d_ff=64,
+                           num_encoder_layers=2, num_decoder_layers=2,
+                           dropout=0.1, max_length=32)
+COPY = TransformerConfig(vocab_size=16, d_model=64, num_heads=4, d_ff=128,
+                         num_encoder_layers=2, num_decoder_layers=2,
+                         dropout=0.0, max_length=16)
+
+
+@pytest.fixture(scope="module")
+def random_model():
+    tf.keras.utils.set_random_seed(1)
+    model = Transformer(RANDOM)
+    model((tf.ones([1, 3], tf.int32), tf.ones([1, 2], tf.int32)))
+    return model
+
+
+def _sources(rng, count, vocab, max_symbols=8):
+    ids = np.full([count, max_symbols + 1], PAD_ID, np.int32)
+    for row in ids:
+        length = rng.integers(3, max_symbols + 1)
+        row[:length] = rng.integers(4, vocab, length)
+        row[length] = EOS_ID
+    return ids
+
+
+def _greedy(model, source):
+    return tf.function(lambda ids: greedy_decode(model, ids))(source)
+
+
+def _beam(model, source, beam_size, alpha):
+    return tf.function(lambda ids: beam_search(model, ids, beam_size, alpha))(
+        source)
+
+
+def _sequence_log_prob(model, source_ids, output_ids):
+    """log P(output) by teacher forcing: the independent scorer."""
+    target_in = np.concatenate(
+        [np.full([len(output_ids), 1], BOS_ID), output_ids[:, :-1]], axis=1)
+    logits = model((source_ids, target_in.astype(np.int32)), training=False)
+    log_probs = next_token_log_probs(logits).numpy()
+    picked = np.take_along_axis(log_probs, output_ids[..., None], -1)[..., 0]
+    return np.sum(np.where(output_ids != PAD_ID, picked, 0.0), axis=1)
+
+
+def test_cached_decoding_equals_teacher_forcing(random_model):
+    rng = np.random.default_rng(0)
+    source = _sources(rng, 3, RANDOM.vocab_size)
+    target_in = np.concatenate(
+        [np.full([3, 1], BOS_ID), rng.integers(4, 40, [3, 7])], 1)
+    target_in = target_in.astype(np.int32)
+    expected = random_model((source, target_in), training=False).numpy()
+    cache = random_model.initial_decode_cache(
+        random_model.encode(source, training=False), 12)
+    source_mask = source[:, None, None, :] != PAD_ID
+    for index in range(target_in.shape[1]):
+        logits, cache = random_model.decode_step(
+            target_in[:, index:index + 1], index, cache, source_mask)
+        np.testing.assert_allclose(logits.numpy(), expected[:, index],
+                                   atol=1e-5)
+
+
+def test_beam_of_one_without_length_penalty_is_greedy(random_model):
+    source = _sources(np.random.default_rng(1), 6, RANDOM.vocab_size)
+    greedy_ids, greedy_scores = _greedy(random_model, source)
+    beam_ids, beam_scores = _beam(random_model, source, 1, 0.0)
+    np.testing.assert_array_equal(beam_ids[:, 0], greedy_ids)
+    np.testing.assert_allclose(beam_scores[:, 0], greedy_scores, atol=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_scores_are_the_models_and_sorted(random_model, alpha):
+    source = _sources(np.random.default_rng(2), 5, RANDOM.vocab_size)
+    ids, scores = _beam(random_model, source, 4, alpha)
+    ids, scores = ids.numpy(), scores.numpy()
+    assert ids.shape == (5, 4, source.shape[1] + 50)
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)
+    limits = np.sum(source != PAD_ID, axis=1) + 50
+    for beam in range(4):
+        lengths = np.sum(ids[:, beam] != PAD_ID, axis=1)
+        expected = (_sequence_log_prob(random_model, source, ids[:, beam])
+                    / length_penalty(lengths, alpha).numpy())
+        np.testing.assert_allclose(scores[:, beam], expected, rtol=1e-4)
+        for row, length, limit in zip(ids[:, beam], lengths, limits):
+            # Ended with EOS (or ran to the limit), PAD after, none before.
+            assert np.all(row[length:] == PAD_ID)
+            assert EOS_ID not in row[:length - 1]
+            assert length <= limit
+            assert row[length - 1] == EOS_ID or length == limit
+            assert BOS_ID not in row and PAD_ID not in row[:length]
+    # The hypotheses of one sentence are distinct.
+    for sentence in ids:
+        assert len({tuple(row) for row in sentence}) == 4
+
+
+def test_output_does_not_depend_on_batch_padding(random_model):
+    # The untrained model rarely emits EOS, so outputs run to the limit of
+    # input length + 50: the limit must come from the real length.
+    source = _sources(np.random.default_rng(5), 3, RANDOM.vocab_size)
+    padded = np.pad(source, [[0, 0], [0, 7]])
+    for decode in (lambda ids: _greedy(random_model, ids),
+                   lambda ids: _beam(random_model, ids, 3, 0.6)):
+        alone, _ = decode(source)
+        wide, _ = decode(padded)
+        width = alone.shape[-1]
+        np.testing.assert_array_equal(wide.numpy()[..., :width], alone)
+        assert np.all(wide.numpy()[..., width:] == PAD_ID)
+
+
+def test_xla_and_graph_decoders_give_the_same_tokens(random_model):
+    source = tf.constant(_sources(np.random.default_rng(3), 4,
+                                  RANDOM.vocab_size))
+    for decode in (lambda ids: greedy_decode(random_model, ids),
+                   lambda ids: beam_search(random_model, ids, 4, 0.6)):
+        graph = tf.function(decode)(source)
+        xla = tf.function(decode, jit_compile=True)(source)
+        np.testing.assert_array_equal(xla[0], graph[0])
+        np.testing.assert_allclose(xla[1], graph[1], atol=1e-4)
+
+
+def test_empty_batch_decodes(random_model):
+    empty = tf.zeros([0, 5], tf.int32)
+    assert greedy_decode(random_model, empty)[0].shape[0] == 0
+    assert beam_search(random_model, empty, 4, 0.6)[0].shape[:2] == (0, 4)
+
+
+@pytest.fixture(scope="module")
+def copy_model():
+    """A Transformer trained to copy its input: exact answers are known."""
+    tf.keras.utils.set_random_seed(4)
+    model = Transformer(COPY)
+    optimizer = paper_adam(TransformerSchedule(COPY.d_model, 100, 0.5))
+    rng = np.random.default_rng(4)
+
+    @tf.function
+    def train_step(source):
+        target_in = tf.concat([tf.fill([tf.shape(source)[0], 1], BOS_ID),
+                               source[:, :-1]], axis=1)
+        with tf.GradientTape() as tape:
+            logits = model((source, target_in), training=True)
+            loss = smoothed_cross_entropy(source, logits, 0.0)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    for _ in range(300):
+        loss = train_step(tf.constant(_sources(rng, 64, COPY.vocab_size)))
+    assert float(loss) < 0.1
+    return model
+
+
+def test_both_decoders_copy_held_out_sequences(copy_model):
+    source = _sources(np.random.default_rng(99), 32, COPY.vocab_size)
+    greedy_ids, greedy_log_probs = _greedy(copy_model, source)
+    beam_ids, beam_scores = _beam(copy_model, source, 4, 0.6)
+    width = source.shape[1]
+    np.testing.assert_array_equal(greedy_ids[:, :width], source)
+    np.testing.assert_array_equal(beam_ids[:, 0, :width], source)
+    assert np.all(greedy_ids.numpy()[:, width:] == PAD_ID)
+    # Same scoring: greedy's log-probability under the length penalty.
+    lengths = np.sum(source != PAD_ID, axis=1)
+    greedy_scores = greedy_log_probs / length_penalty(lengths, 0.6)
+    assert np.all(beam_scores[:, 0] >= greedy_scores - 1e-5)

@@ -1,0 +1,158 @@
+"""t2t-export's SavedModel: fresh-process, TF1-session and saved_model_cli
+loading, edge-case inputs, the n-best signature, and t2t-translate."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_repro.data.vocabulary import make_tokenizer
+from t2t_repro.decoding.translator import Translator
+from t2t_repro.run_files import load_trained_model
+from t2t_repro.serving import export_saved_model
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TESTS)
+SENTENCES = [
+    "ein hund läuft das gras",
+    "",
+    "der mann eine katze",
+    "über das gras läuft ein hund — «schön» 犬",
+    " ".join(["ein hund läuft"] * 340),  # over 1000 pieces
+    "eine katze",
+]
+
+
+def _run(args, stdin=None, **kwargs):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run(args, input=stdin, capture_output=True, text=True,
+                          env=env, timeout=600, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def exported(toy_run_dir, tmp_path_factory):
+    export_dir = tmp_path_factory.mktemp("export")
+    return export_saved_model(toy_run_dir, str(export_dir))
+
+
+@pytest.fixture(scope="module")
+def checkpoint_translations(toy_run_dir):
+    model, proto, _ = load_trained_model(toy_run_dir)
+    return Translator(model, make_tokenizer(proto)).translate_with_scores(
+        SENTENCES)
+
+
+def _load_in_fresh_process(mode, path, sentences):
+    result = _run([sys.executable, os.path.join(TESTS, "load_saved_model.py"),
+                   mode, path], stdin=json.dumps(sentences))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_export_layout_is_tf_servings(exported, toy_run_dir):
+    version = os.path.basename(exported)
+    assert version == "150"  # the checkpoint's step
+    assert os.path.exists(os.path.join(exported, "saved_model.pb"))
+    assert os.listdir(os.path.join(exported, "variables"))
+    with pytest.raises(FileExistsError, match="immutable"):
+        export_saved_model(toy_run_dir, os.path.dirname(exported))
+
+
+@pytest.mark.parametrize("mode", ["tf2", "tf1"])
+def test_fresh_process_translates_like_the_checkpoint(
+        exported, checkpoint_translations, mode):
+    result = _load_in_fresh_process(mode, exported, SENTENCES)
+    assert result["t2t_modules"] == []
+    translations, scores = checkpoint_translations
+    assert result["translations"] == translations
+    np.testing.assert_allclose(result["scores"], scores, atol=1e-4)
+    # The model learned the four phrases: translations are not garbage.
+    assert translations[0] == "a dog runs the grass"
+
+
+def test_a_batch_of_zero(exported):
+    result = _load_in_fresh_process("tf1", exported, [])
+    assert result["translations"] == [] and result["scores"] == []
+
+
+def test_saved_model_cli_run(exported, checkpoint_translations, tmp_path):
+    # saved_model_cli has no way to load custom ops: register them first.
+    wrapper = ("import sys, tensorflow_text; "
+               "from tensorflow.python.tools import saved_model_cli; "
+               "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()")
+    inputs = json.dumps(SENTENCES[:3], ensure_ascii=True)
+    result = _run([sys.executable, "-c", wrapper, "run", "--dir", exported,
+                   "--tag_set", "serve", "--signature_def",
+                   "serving_default", "--input_exprs", f"inputs={inputs}",
+                   "--outdir", str(tmp_path)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    translations = np.load(tmp_path / "translations.npy", allow_pickle=True)
+    assert [t.decode("utf-8") for t in translations] == \
+        checkpoint_translations[0][:3]
+
+
+def test_n_best_signature(exported):
+    translate = tf.saved_model.load(exported).signatures["translate"]
+    outputs = translate(inputs=tf.constant(SENTENCES[:2]),
+                        beam_size=tf.constant(3), alpha=tf.constant(0.6))
+    assert outputs["translations"].shape == (2, 3)
+    scores = outputs["scores"].numpy()
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)
+    assert len(set(outputs["translations"][0].numpy())) == 3
+    greedy = translate(inputs=tf.constant(SENTENCES[:2]),
+                       beam_size=tf.constant(1), alpha=tf.constant(0.6))
+    assert greedy["translations"].shape == (2, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="beam_size must be >= 1"):
+        translate(inputs=tf.constant(SENTENCES[:1]),
+                  beam_size=tf.constant(0), alpha=tf.constant(0.6))
+
+
+def test_xla_export_gives_the_same_translations(
+        toy_run_dir, checkpoint_translations, tmp_path):
+    path = export_saved_model(toy_run_dir, str(tmp_path), version=7,
+                              jit_compile=True)
+    result = _load_in_fresh_process("tf2", path, SENTENCES)
+    assert result["translations"] == checkpoint_translations[0]
+
+
+def _translate_cli(*flags, stdin=None):
+    return _run([sys.executable, "-m", "t2t_repro.translate",
+                 "--progress=false", *flags], stdin=stdin, cwd=REPO)
+
+
+def test_translate_cli_from_checkpoint_and_saved_model(
+        toy_run_dir, exported, checkpoint_translations, tmp_path):
+    source = tmp_path / "source.txt"
+    source.write_text("".join(s + "\n" for s in SENTENCES), "utf-8")
+    expected = "".join(t + "\n" for t in checkpoint_translations[0])
+    from_checkpoint = _translate_cli(f"--model_dir={toy_run_dir}",
+                                     f"--input={source}")
+    assert from_checkpoint.returncode == 0, from_checkpoint.stderr[-3000:]
+    assert from_checkpoint.stdout == expected
+    output = tmp_path / "out.txt"
+    from_saved_model = _translate_cli(f"--saved_model={exported}",
+                                      f"--output={output}",
+                                      stdin=source.read_text("utf-8"))
+    assert from_saved_model.returncode == 0, from_saved_model.stderr[-3000:]
+    assert output.read_text("utf-8") == expected
+
+
+def test_translate_cli_errors(toy_run_dir, tmp_path):
+    result = _translate_cli(f"--model_dir={toy_run_dir}",
+                            f"--saved_model={tmp_path}")
+    assert result.returncode != 0
+    assert "exactly one of --model_dir and --saved_model" in result.stderr
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ein hund\n\xff\xfe katze\n")
+    result = _translate_cli(f"--model_dir={toy_run_dir}", f"--input={bad}")
+    assert result.returncode != 0
+    assert f"{bad}:2: not valid UTF-8" in result.stderr
+    result = _translate_cli(f"--model_dir={tmp_path}", "--input=-",
+                            stdin="x\n")
+    assert result.returncode != 0
+    assert "config.json: not found" in result.stderr

@@ -1,0 +1,146 @@
+"""t2t-eval scoring, t2t-average, t2t-attention."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import sacrebleu
+import tensorflow as tf
+
+from t2t_repro.averaging import average_checkpoints
+from t2t_repro.data.vocabulary import make_tokenizer
+from t2t_repro.evaluation import paper_tokenized, split_compounds
+from t2t_repro.model import Transformer
+from t2t_repro.run_files import (load_trained_model,
+                                 model_checkpoint, save_run_config,
+                                 vocab_path)
+from t2t_repro.visualization import attention_maps, plot_attention
+from toy_run import SMALL, toy_pairs
+from vocab_for_tests import tiny_vocab
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _cli(module, *flags):
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run([sys.executable, "-m", module, *flags], cwd=REPO,
+                          capture_output=True, text=True, env=env,
+                          timeout=600)
+
+
+def test_compound_splitting_like_get_ende_bleu():
+    assert (split_compounds("ein Hand-made Stuhl , 2014-2015")
+            == "ein Hand ##AT##-##AT## made Stuhl , 2014 ##AT##-##AT## 2015")
+    assert paper_tokenized(["Ein Hund, der läuft."], "de") == [
+        "Ein Hund , der läuft ."]
+
+
+def test_eval_cli_writes_hypotheses_scores_and_summaries(toy_run_dir,
+                                                         tmp_path):
+    pairs = [(s.decode(), t.decode())
+             for s, t in toy_pairs().take(20).as_numpy_iterator()]
+    (tmp_path / "test.de").write_text("".join(s + "\n" for s, _ in pairs))
+    (tmp_path / "test.en").write_text("".join(t + "\n" for _, t in pairs))
+    result = _cli("t2t_repro.eval", "--flagfile=flags/tiny.cfg",
+                  f"--model_dir={toy_run_dir}",
+                  f"--test_src={tmp_path}/test.de",
+                  f"--test_tgt={tmp_path}/test.en", "--target_lang=en",
+                  f"--output_dir={tmp_path}/out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(tmp_path / "out" / "test.de.step150.json") as handle:
+        scores = json.load(handle)
+    hypotheses = (tmp_path / "out" / "test.de.step150.hyp").read_text(
+    ).splitlines()
+    assert len(hypotheses) == 20
+    expected = sacrebleu.corpus_bleu(hypotheses, [[t for _, t in pairs]])
+    assert scores["sacrebleu"] == round(expected.score, 2)
+    assert scores["sacrebleu"] > 20  # an untrained model scores about 0
+    assert scores["sacrebleu_signature"].startswith("nrefs:1|case:mixed")
+    assert 0 < scores["chrf"] <= 100 and 0 < scores["tokenized_bleu"] <= 100
+    assert "NOT comparable to sacreBLEU" in result.stdout
+    assert f"sacreBLEU {scores['sacrebleu']:.2f}" in result.stdout
+    events = tf.io.gfile.glob(os.path.join(toy_run_dir, "eval", "events*"))
+    tags = {value.tag for path in events
+            for event in tf.compat.v1.train.summary_iterator(path)
+            for value in event.summary.value}
+    assert {"sacrebleu", "chrf", "tokenized_bleu"} <= tags
+
+
+def test_average_of_known_weights_is_exact(tmp_path):
+    run = tmp_path / "run"
+    save_run_config(str(run), SMALL)
+    (run / os.path.basename(vocab_path(str(run)))).write_bytes(tiny_vocab())
+    model = Transformer(SMALL, name="transformer")
+    manager = tf.train.CheckpointManager(model_checkpoint(model),
+                                         str(run), 5, checkpoint_name="ckpt")
+    # The oldest is not among the last three and must not count.
+    for step, value in [(10, 100.0), (20, 1.0), (30, 2.0), (40, 6.0)]:
+        for variable in model.weights:
+            if "float" in str(variable.dtype):
+                variable.assign(np.full(variable.shape, value))
+        manager.save(checkpoint_number=step)
+    saved = average_checkpoints(str(run), str(tmp_path / "avg"), 3)
+    assert saved.endswith("ckpt-40")
+    averaged, _, _ = load_trained_model(str(tmp_path / "avg"))
+    floats = [w for w in averaged.weights if "float" in str(w.dtype)]
+    assert len(floats) > 10
+    for weight in floats:
+        np.testing.assert_array_equal(weight.numpy(), 3.0)
+    with pytest.raises(ValueError, match="holds 4 checkpoint"):
+        average_checkpoints(str(run), str(tmp_path / "avg5"), 5)
+
+
+def test_average_cli_output_is_a_usable_run(toy_run_dir, tmp_path):
+    result = _cli("t2t_repro.average", f"--model_dir={toy_run_dir}",
+                  f"--output_dir={tmp_path}/avg", "--num_checkpoints=3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    paths = tf.train.get_checkpoint_state(
+        toy_run_dir).all_model_checkpoint_paths[-3:]
+    runs = [load_trained_model(toy_run_dir, p)[0] for p in paths]
+    averaged, _, _ = load_trained_model(str(tmp_path / "avg"))
+    for index, weight in enumerate(averaged.trainable_weights):
+        mean = np.mean([m.trainable_weights[index].numpy().astype(np.float64)
+                        for m in runs], axis=0).astype(np.float32)
+        np.testing.assert_allclose(weight.numpy(), mean, rtol=1e-7,
+                                   atol=1e-9)
+
+
+def test_attention_maps_are_the_models_and_plotted_as_is(toy_run_dir):
+    model, proto, _ = load_trained_model(toy_run_dir)
+    tokenizer = make_tokenizer(proto)
+    output = [10, 11, 12, 3]
+    maps = attention_maps(model, tokenizer, "ein hund läuft", output)
+    source = tokenizer.tokenize(["ein hund läuft"]).to_tensor()
+    _, expected = model.encode(source, training=False,
+                               return_attention_scores=True)
+    weights, queries, keys = maps["encoder_self"]
+    np.testing.assert_allclose(weights[0], expected[0][0].numpy(), atol=1e-6)
+    assert weights.shape[2:] == (len(queries), len(keys))
+    assert maps["encoder_decoder"][0].shape[2:] == (4, source.shape[1])
+    assert maps["decoder_self"][1][-1] == "</s>"
+    for kind, (weights, _, _) in maps.items():
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5,
+                                   err_msg=kind)
+    cross, queries, keys = maps["encoder_decoder"]
+    figure = plot_attention(cross, queries, keys, layers=[0], heads=[0, 1],
+                            title="t")
+    np.testing.assert_array_equal(figure.axes[1].images[0].get_array(),
+                                  cross[0, 1])
+
+
+def test_attention_cli_writes_pngs(toy_run_dir, tmp_path):
+    result = _cli("t2t_repro.attention", f"--model_dir={toy_run_dir}",
+                  "--sentence=ein hund läuft das gras", "--heads=0,1",
+                  f"--output_prefix={tmp_path}/dog")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for kind in ("encoder_self", "decoder_self", "encoder_decoder"):
+        png = (tmp_path / f"dog_{kind}.png").read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) > 5000
+    result = _cli("t2t_repro.attention", f"--model_dir={toy_run_dir}",
+                  "--sentence=x", "--heads=5")
+    assert result.returncode != 0
+    assert "--heads=5: [5] out of range; the model has 2 heads" in \
+        result.stderr

@@ -1,0 +1,45 @@
+"""A tiny German->English run on four phrases, trained by the real Trainer."""
+
+import dataclasses
+
+import tensorflow as tf
+
+from t2t_repro.config import TransformerConfig
+from t2t_repro.data.vocabulary import vocab_size_of
+from t2t_repro.trainer import Trainer, TrainingOptions
+from vocab_for_tests import tiny_vocab
+
+SMALL = TransformerConfig(vocab_size=vocab_size_of(tiny_vocab()), d_model=16, num_heads=2, d_ff=32,
+                          num_encoder_layers=1, num_decoder_layers=1,
+                          dropout=0.1, attention_dropout=0.1, max_length=32)
+# Small enough to train in seconds, yet to translate the phrases exactly.
+LEARNABLE = dataclasses.replace(SMALL, d_model=32, d_ff=64, dropout=0.0,
+                                attention_dropout=0.0)
+PHRASES = ["ein hund läuft", "a dog runs", "eine katze", "a cat",
+           "der mann", "the man", "das gras", "the grass"]
+
+
+def toy_pairs():
+    sources = [f"{PHRASES[(i * 2) % 8]} {PHRASES[(i * 3 + 2) % 8]}"
+               for i in range(64)]
+    targets = [f"{PHRASES[(i * 2 + 1) % 8]} {PHRASES[(i * 3 + 3) % 8]}"
+               for i in range(64)]
+    return tf.data.Dataset.from_tensor_slices((sources, targets))
+
+
+def toy_trainer(model_dir, steps, config=SMALL, **overrides):
+    options = TrainingOptions(**{
+        "model_dir": str(model_dir), "train_steps": steps,
+        "batch_tokens": 128, "warmup_steps": 5, "checkpoint_every": 5,
+        "log_every": 5, "eval_every": 1000, "shuffle_buffer": 64, "seed": 3,
+        **overrides})
+    return Trainer(config, options, tf.distribute.MirroredStrategy(),
+                   tiny_vocab(), toy_pairs())
+
+
+def train_learnable_run(model_dir):
+    """150 steps of LEARNABLE: checkpoints at steps 50, 75, ..., 150."""
+    trainer = toy_trainer(model_dir, 150, config=LEARNABLE, batch_tokens=256,
+                          warmup_steps=20, checkpoint_every=25)
+    trainer.train()
+    return trainer
