@@ -6,6 +6,8 @@ Prints ms/step and real tokens/s for the compiled Trainer step on this
 machine, without the input pipeline, so model-side changes can be compared.
 """
 
+import os
+import tempfile
 import time
 
 import numpy as np
@@ -24,20 +26,24 @@ def main(argv):
     from t2t_repro import distribution
     from t2t_repro.trainer import Trainer
 
-    import sentencepiece as spm
-    import io
-    model = io.BytesIO()
-    words = [f"w{i}" for i in range(2000)]
+    from t2t_repro.data import vocabulary
+
+    # Random letter strings: enough distinct merges for any --vocab_size.
     rng = np.random.default_rng(0)
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(" ".join(rng.choice(words, 12))
-                               for _ in range(5000)),
-        model_writer=model, vocab_size=FLAGS.vocab_size, pad_id=0, unk_id=1,
-        bos_id=2, eos_id=3, hard_vocab_limit=False, minloglevel=2)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(rng.choice(letters, rng.integers(3, 9)))
+             for _ in range(20000)]
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "spm.model")
+        vocabulary.train_sentencepiece(
+            [" ".join(rng.choice(words, 12)) for _ in range(20000)],
+            FLAGS.vocab_size, path)
+        proto = vocabulary.load_sentencepiece(path)
     strategy = distribution.make_strategy(FLAGS.cpu_devices)
     options = train.training_options()
-    trainer = Trainer(config_lib.config_from_flags(), options, strategy,
-                      model.getvalue(), train_pairs=None)
+    trainer = Trainer(
+        config_lib.config_from_flags(vocabulary.vocab_size_of(proto)),
+        options, strategy, proto, train_pairs=None)
     length = FLAGS.bench_length
     batch = FLAGS.batch_tokens // (2 * length) // strategy.num_replicas_in_sync
     ids = rng.integers(4, FLAGS.vocab_size, size=(batch, length)).astype(
@@ -56,7 +62,8 @@ def main(argv):
     seconds = (time.perf_counter() - start) / FLAGS.bench_steps
     tokens = 2 * batch * length * strategy.num_replicas_in_sync * \
         options.accum_steps
-    print(f"batch {batch}x{length} replicas {strategy.num_replicas_in_sync} "
+    print(f"vocab {trainer.config.vocab_size} batch {batch}x{length} "
+          f"replicas {strategy.num_replicas_in_sync} "
           f"jit {FLAGS.jit_compile} precision {FLAGS.mixed_precision}: "
           f"{1000 * seconds:.0f} ms/step, {tokens / seconds:.0f} tokens/s")
 

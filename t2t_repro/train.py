@@ -25,20 +25,20 @@ def define_training_flags():
 
     flags.DEFINE_string("model_dir", None, "Run directory: checkpoints, "
                         "vocabulary, config and TensorBoard events.")
-    flags.DEFINE_integer("train_steps", 100_000, "Optimizer updates to reach.",
-                         lower_bound=1)
-    flags.DEFINE_integer("batch_tokens", 4096, "Global source+target tokens per "
-                         "micro-batch (padded).", lower_bound=2)
+    flags.DEFINE_integer("train_steps", 100_000,
+                         "Optimizer updates to reach.", lower_bound=1)
+    flags.DEFINE_integer("batch_tokens", 4096, "Global source+target tokens "
+                         "per micro-batch (padded).", lower_bound=2)
     flags.DEFINE_integer("accum_steps", 1, "Micro-batches summed per update.",
                          lower_bound=1)
     flags.DEFINE_enum("overlong", "drop", ["drop", "truncate"],
                       "What to do with pairs longer than --max_length.")
-    flags.DEFINE_integer("shuffle_buffer", 100_000, "Sentence-pair shuffle buffer.",
-                         lower_bound=1)
-    flags.DEFINE_integer("seed", 0, "Seed for initialisation, dropout and data "
-                         "order.")
-    flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints.",
-                         lower_bound=1)
+    flags.DEFINE_integer("shuffle_buffer", 100_000,
+                         "Sentence-pair shuffle buffer.", lower_bound=1)
+    flags.DEFINE_integer("seed", 0, "Seed for initialisation, dropout and "
+                         "data order.")
+    flags.DEFINE_integer("checkpoint_every", 1000,
+                         "Steps between checkpoints.", lower_bound=1)
     flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints to keep.",
                          lower_bound=1)
     flags.DEFINE_integer("log_every", 100, "Steps between log lines.",
@@ -49,15 +49,16 @@ def define_training_flags():
                          "Dev sentences translated for the periodic BLEU.",
                          lower_bound=1)
     flags.DEFINE_integer("vocab_sample_pairs", 2_000_000,
-                         "Training pairs read to learn the SentencePiece model.",
-                         lower_bound=1)
+                         "Training pairs read to learn the SentencePiece "
+                         "model.", lower_bound=1)
     flags.DEFINE_enum("spm_model_type", "bpe", ["bpe", "unigram"],
                       "SentencePiece model type.")
     flags.DEFINE_bool("jit_compile", False, "XLA-compile the training step.")
     flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"],
                       "Mixed-precision compute dtype.")
-    flags.DEFINE_integer("cpu_devices", 1, "Split the CPU into this many logical "
-                         "devices and mirror over them.", lower_bound=1)
+    flags.DEFINE_integer("cpu_devices", 1, "Split the CPU into this many "
+                         "logical devices and mirror over them.",
+                         lower_bound=1)
     flags.mark_flag_as_required("model_dir")
 
 

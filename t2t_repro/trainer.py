@@ -310,6 +310,13 @@ class Trainer:
 
     # Evaluation --------------------------------------------------------
 
+    @tf.function(reduce_retracing=True)
+    def _dev_batch_loss(self, batch):
+        (source, target_input), target_output = batch
+        logits = self.model((source, target_input), training=False)
+        return smoothed_cross_entropy_stats(
+            target_output, logits, self.options.label_smoothing)[:2]
+
     def dev_loss(self):
         """Label-smoothed loss per target token on the dev set."""
         batches = pipeline.batch_by_tokens(
@@ -318,16 +325,9 @@ class Trainer:
                 self.config.max_length, self.options.overlong),
             self.options.batch_tokens, self.config.max_length)
 
-        @tf.function(input_signature=[batches.element_spec])
-        def batch_loss(batch):
-            (source, target_input), target_output = batch
-            logits = self.model((source, target_input), training=False)
-            return smoothed_cross_entropy_stats(
-                target_output, logits, self.options.label_smoothing)[:2]
-
         loss_sum = count = 0.0
         for batch in batches:
-            batch_sum, batch_count = batch_loss(batch)
+            batch_sum, batch_count = self._dev_batch_loss(batch)
             loss_sum += float(batch_sum)
             count += float(batch_count)
         return loss_sum / max(count, 1.0)

@@ -34,27 +34,36 @@ def global_batch():
     return (source, target_input), target
 
 
-def main(out_path, cpu_devices, model_dir):
-    strategy = distribution.make_strategy(cpu_devices)
+def one_step(strategy, model_dir, micro_batches):
+    """One update from `micro_batches` (each like `global_batch()`): a dict
+    of the loss per target token, gradient norm and updated weights."""
     config = TransformerConfig(vocab_size=vocab_size_of(tiny_vocab()),
                                d_model=16, num_heads=2, d_ff=32,
                                num_encoder_layers=1, num_decoder_layers=1,
                                dropout=0.0)
     options = TrainingOptions(model_dir=model_dir, train_steps=1,
-                              warmup_steps=1, learning_rate_scale=0.1)
+                              warmup_steps=1, learning_rate_scale=0.1,
+                              accum_steps=len(micro_batches))
     trainer = Trainer(config, options, strategy, tiny_vocab(), None)
-    dataset = tf.data.Dataset.from_tensors(global_batch())
     dataset_options = tf.data.Options()
     dataset_options.experimental_distribute.auto_shard_policy = (
         tf.data.experimental.AutoShardPolicy.DATA)
-    dataset = dataset.with_options(dataset_options)
-    iterator = iter(strategy.experimental_distribute_dataset(dataset))
-    step = trainer._compile_step(iterator.element_spec)
-    outputs = step((next(iterator),))
-    loss = float(outputs["loss_sum"] / outputs["target_tokens"])
-    np.savez(out_path, loss=loss, replicas=strategy.num_replicas_in_sync,
-             grad_norm=float(outputs["grad_norm"]),
-             **{w.path: w.numpy() for w in trainer.model.weights})
+    iterators = [iter(strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensors(batch).with_options(dataset_options)))
+        for batch in micro_batches]
+    step = trainer._compile_step(iterators[0].element_spec)
+    outputs = step(tuple(next(iterator) for iterator in iterators))
+    return {"loss": float(outputs["loss_sum"] / outputs["target_tokens"]),
+            "replicas": strategy.num_replicas_in_sync,
+            "grad_norm": float(outputs["grad_norm"]),
+            # Not the dropout RNG states: Keras names those per process.
+            **{w.path: w.numpy() for w in trainer.model.weights
+               if not w.path.endswith("seed_generator_state")}}
+
+
+def main(out_path, cpu_devices, model_dir):
+    strategy = distribution.make_strategy(cpu_devices)
+    np.savez(out_path, **one_step(strategy, model_dir, [global_batch()]))
 
 
 if __name__ == "__main__":

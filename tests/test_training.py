@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from one_training_step import global_batch, one_step
 from shared_data import multi30k
 from t2t_repro.config import TransformerConfig
 from t2t_repro.run_files import load_trained_model
@@ -105,11 +106,16 @@ def test_resume_reproduces_an_uninterrupted_run(tmp_path):
     assert int(resumed.optimizer.iterations.numpy()) == 20
 
 
-def test_accumulation_equals_one_big_batch(tmp_path):
-    # Two micro-batches of the toy data in one update: the loss normaliser
-    # is the token count over both, and the step counter moves once.
-    trainer = _trainer(tmp_path / "accum", 3, accum_steps=2)
-    assert trainer.train() == 3
+def test_accumulated_micro_batches_equal_one_big_batch(tmp_path):
+    # Halves with different token counts (rows grow longer): the normaliser
+    # must be the count over both micro-batches, not a mean of their means.
+    (source, target_input), target = global_batch()
+    halves = [((source[rows], target_input[rows]), target[rows])
+              for rows in (slice(0, 4), slice(4, None))]
+    strategy = tf.distribute.MirroredStrategy()
+    whole = one_step(strategy, str(tmp_path / "whole"), [global_batch()])
+    accumulated = one_step(strategy, str(tmp_path / "halves"), halves)
+    _assert_same_step(whole, accumulated, replicas=1)
 
 
 def _event_tags(directory):

@@ -9,9 +9,11 @@ from t2t_repro.data.vocabulary import vocab_size_of
 from t2t_repro.trainer import Trainer, TrainingOptions
 from vocab_for_tests import tiny_vocab
 
-SMALL = TransformerConfig(vocab_size=vocab_size_of(tiny_vocab()), d_model=16, num_heads=2, d_ff=32,
+SMALL = TransformerConfig(vocab_size=vocab_size_of(tiny_vocab()), d_model=16,
+                          num_heads=2, d_ff=32,
                           num_encoder_layers=1, num_decoder_layers=1,
                           dropout=0.1, attention_dropout=0.1, max_length=32)
+
 # Small enough to train in seconds, yet to translate the phrases exactly.
 LEARNABLE = dataclasses.replace(SMALL, d_model=32, d_ff=64, dropout=0.0,
                                 attention_dropout=0.0)

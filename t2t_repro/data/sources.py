@@ -73,8 +73,10 @@ def define_data_flags():
     flags.DEFINE_string("tfds_train_split", "train", "TFDS training split.")
     flags.DEFINE_string("tfds_dev_split", "validation", "TFDS dev split.")
     flags.DEFINE_string("tfds_test_split", "test", "TFDS test split.")
-    flags.DEFINE_string("source_lang", "en", "Source language code (TFDS direction).")
-    flags.DEFINE_string("target_lang", "de", "Target language code (TFDS direction; tokenized BLEU).")
+    flags.DEFINE_string("source_lang", "en",
+                        "Source language code (TFDS direction).")
+    flags.DEFINE_string("target_lang", "de", "Target language code (TFDS "
+                        "direction; tokenizer of tokenized BLEU).")
     flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory.")
     flags.DEFINE_string("tfds_manual_dir", None,
                         "Directory of manually downloaded TFDS archives.")
