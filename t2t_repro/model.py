@@ -139,21 +139,23 @@ class Transformer(keras.Model):
                            training=training)
 
     def initial_decode_cache(self, encoder_output, max_decode_length):
-        """The caches `decode_step` needs, as a dict of fixed-shape tensors.
+        """The caches `decode_step` needs: a dict of per-layer tuples.
 
-        "self": zeros `[layers, batch, 2, max_decode_length, heads, d_k]`;
+        "self": zeros `[batch, 2, heads, max_decode_length, d_k]` per layer;
         "cross": each layer's projected encoder keys and values
-        `[layers, batch, 2, source_length, heads, d_k]`.
+        `[batch, 2, heads, source_length, d_k]`. Separate tensors per layer,
+        so that a step rewrites each cache once and never restacks them.
         """
         c = self.config
         batch = tf.shape(encoder_output)[0]
-        self_cache = tf.zeros(
-            [c.num_decoder_layers, batch, 2, max_decode_length, c.num_heads,
-             c.d_model // c.num_heads], dtype=encoder_output.dtype)
-        cross_cache = tf.stack([
-            layer.cross_attention.compute_cache(encoder_output)
-            for layer in self.decoder_layers])
-        return {"self": self_cache, "cross": cross_cache}
+        shape = [batch, 2, c.num_heads, max_decode_length,
+                 c.d_model // c.num_heads]
+        return {
+            "self": tuple(tf.zeros(shape, encoder_output.dtype)
+                          for _ in self.decoder_layers),
+            "cross": tuple(
+                layer.cross_attention.compute_cache(encoder_output)
+                for layer in self.decoder_layers)}
 
     def decode_step(self, token_ids, index, cache, source_mask):
         """Decodes position `index` given the token there.
@@ -168,20 +170,20 @@ class Transformer(keras.Model):
             (logits `[batch, vocab]` for position index + 1, updated cache).
         """
         x = self.embed(token_ids, start_index=index, training=False)
-        max_length = tf.shape(cache["self"])[3]
+        max_length = tf.shape(cache["self"][0])[3]
         self_mask = (tf.range(max_length) <= index)[
             tf.newaxis, tf.newaxis, tf.newaxis, :]
         new_self_cache = []
-        for i, layer in enumerate(self.decoder_layers):
+        for layer, self_cache, cross_cache in zip(
+                self.decoder_layers, cache["self"], cache["cross"]):
             x, layer_cache = layer(
                 x, self_attention_mask=self_mask,
                 cross_attention_mask=source_mask,
-                self_attention_cache=cache["self"][i],
-                cache_update_index=index,
-                cross_attention_cache=cache["cross"][i], training=False)
+                self_attention_cache=self_cache, cache_update_index=index,
+                cross_attention_cache=cross_cache, training=False)
             new_self_cache.append(layer_cache)
         logits = self.embedding.project(self._final_norm("decoder_norm", x))
-        return logits[:, 0], {"self": tf.stack(new_self_cache),
+        return logits[:, 0], {"self": tuple(new_self_cache),
                               "cross": cache["cross"]}
 
     def get_config(self):

@@ -76,8 +76,8 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
     cache = model.initial_decode_cache(
         model.encode(source_ids, training=False), length)
     # Beams of one sentence sit next to each other: row b * beam_size + k.
-    cache = {name: tf.repeat(value, beam_size, axis=1)
-             for name, value in cache.items()}
+    cache = tf.nest.map_structure(
+        lambda layer_cache: tf.repeat(layer_cache, beam_size, axis=0), cache)
     source_mask = padding_mask(tf.repeat(source_ids, beam_size, axis=0))
     beam_offsets = tf.range(batch)[:, tf.newaxis] * beam_size
 
@@ -109,8 +109,9 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
         alive_seq = tf.gather(top_seq, chosen, batch_dims=1)
         parents = tf.where(active, tf.gather(top_beams, chosen, batch_dims=1),
                            tf.range(beam_size)[tf.newaxis]) + beam_offsets
-        cache = {"self": tf.gather(cache["self"], tf.reshape(parents, [-1]),
-                                   axis=1),
+        flat_parents = tf.reshape(parents, [-1])
+        cache = {"self": tuple(tf.gather(layer_cache, flat_parents)
+                               for layer_cache in cache["self"]),
                  "cross": cache["cross"]}
 
         ended_scores = tf.where(

@@ -14,7 +14,7 @@ class DecoderLayer(EncoderLayer):
     pre-norm as in `EncoderLayer`, whose sizes and arguments it shares.
 
     Incremental decoding: pass `self_attention_cache`
-    `[batch, 2, max_length, heads, d_k]` with `cache_update_index` (the
+    `[batch, 2, heads, max_length, d_k]` with `cache_update_index` (the
     position of the single new token) and `cross_attention_cache` built by
     `cross_attention.compute_cache(encoder_output)`; the layer then also
     returns the updated self-attention cache.

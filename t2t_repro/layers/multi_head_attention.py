@@ -18,7 +18,8 @@ class MultiHeadAttention(keras.layers.Layer):
     encoder-decoder attention (`key_value` is the encoder output).
 
     Incremental decoding keeps projected keys and values in a cache of shape
-    `[batch, 2, max_length, heads, d_k]` (index 0 keys, 1 values):
+    `[batch, 2, heads, max_length, d_k]` (index 0 keys, 1 values; laid out
+    as attention reads them, so a decoding step copies nothing per head):
     - self-attention: pass `cache` and `cache_update_index`; the projections
       of the new `key_value` positions are written into the cache at that
       index (a fixed-shape `dynamic_update_slice`, so XLA compiles it) and
@@ -71,33 +72,32 @@ class MultiHeadAttention(keras.layers.Layer):
         self.built = True
 
     def _split_heads(self, x):
-        """[batch, length, d_model] -> [batch, length, heads, depth]."""
+        """[batch, length, d_model] -> [batch, heads, length, depth]."""
         shape = tf.shape(x)
-        return tf.reshape(x, [shape[0], shape[1], self.num_heads, self.depth])
+        x = tf.reshape(x, [shape[0], shape[1], self.num_heads, self.depth])
+        return tf.transpose(x, [0, 2, 1, 3])
+
+    def _keys_and_values(self, key_value):
+        return (self._split_heads(dense_2d(self.key_dense, key_value)),
+                self._split_heads(dense_2d(self.value_dense, key_value)))
 
     def compute_cache(self, key_value):
-        """Projects keys and values once: `[batch, 2, length, heads, depth]`."""
-        return tf.stack([self._split_heads(dense_2d(self.key_dense, key_value)),
-                         self._split_heads(dense_2d(self.value_dense,
-                                                    key_value))],
-                        axis=1)
+        """Projects keys and values once: `[batch, 2, heads, length, depth]`."""
+        return tf.stack(self._keys_and_values(key_value), axis=1)
 
     def call(self, query, key_value=None, attention_mask=None, cache=None,
              cache_update_index=None, training=None,
              return_attention_scores=False):
         if cache is None:
-            kv = self.compute_cache(key_value)
-        elif cache_update_index is None:
-            kv = cache
+            k, v = self._keys_and_values(key_value)
         else:
-            update = tf.cast(self.compute_cache(key_value), cache.dtype)
-            start = [0, 0, cache_update_index, 0, 0]
-            kv = keras.ops.slice_update(cache, start, update)
+            kv = cache
+            if cache_update_index is not None:
+                update = tf.cast(self.compute_cache(key_value), cache.dtype)
+                start = [0, 0, 0, cache_update_index, 0]
+                kv = keras.ops.slice_update(cache, start, update)
+            k, v = kv[:, 0], kv[:, 1]
         q = self._split_heads(dense_2d(self.query_dense, query))
-        # [batch, length, heads, depth] -> [batch, heads, length, depth]
-        q = tf.transpose(q, [0, 2, 1, 3])
-        k = tf.transpose(kv[:, 0], [0, 2, 1, 3])
-        v = tf.transpose(kv[:, 1], [0, 2, 1, 3])
         attended, weights = self.attention(
             q, k, v, attention_mask=attention_mask, training=training,
             return_attention_scores=True)
