@@ -15,10 +15,11 @@ from absl import app, flags
 
 from t2t_repro.data import DataError, sources
 from t2t_repro.decoding.decoding_flags import define_decoding_flags
-from t2t_repro.train import define_training_flags
+from t2t_repro.training_flags import define_training_flags
 
 define_training_flags()  # the run's --flagfile and --model_dir
 define_decoding_flags()
+flags.mark_flag_as_required("model_dir")
 flags.DEFINE_string("checkpoint", None, "Checkpoint to evaluate (default: "
                     "the run's latest).")
 flags.DEFINE_string("output_dir", None, "Where hypotheses and scores go "

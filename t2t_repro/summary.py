@@ -6,9 +6,9 @@
 from absl import app
 
 from t2t_repro import config as config_lib
+from t2t_repro.training_flags import define_training_flags
 
-config_lib.define_model_flags()
-config_lib.define_recipe_flags()
+define_training_flags()  # so every flagfile, e.g. flags/multi30k.cfg, parses
 
 
 def parameter_rows(model):

@@ -13,56 +13,10 @@ from absl import app, flags, logging
 
 from t2t_repro import config as config_lib
 from t2t_repro.data import DataError, sources
-
-def define_training_flags():
-    """Every t2t-train flag (idempotent), so that other tools accept the
-    same --flagfile."""
-    if "train_steps" in flags.FLAGS:
-        return
-    config_lib.define_model_flags()
-    config_lib.define_recipe_flags()
-    sources.define_data_flags()
-
-    flags.DEFINE_string("model_dir", None, "Run directory: checkpoints, "
-                        "vocabulary, config and TensorBoard events.")
-    flags.DEFINE_integer("train_steps", 100_000,
-                         "Optimizer updates to reach.", lower_bound=1)
-    flags.DEFINE_integer("batch_tokens", 4096, "Global source+target tokens "
-                         "per micro-batch (padded).", lower_bound=2)
-    flags.DEFINE_integer("accum_steps", 1, "Micro-batches summed per update.",
-                         lower_bound=1)
-    flags.DEFINE_enum("overlong", "drop", ["drop", "truncate"],
-                      "What to do with pairs longer than --max_length.")
-    flags.DEFINE_integer("shuffle_buffer", 100_000,
-                         "Sentence-pair shuffle buffer.", lower_bound=1)
-    flags.DEFINE_integer("seed", 0, "Seed for initialisation, dropout and "
-                         "data order.")
-    flags.DEFINE_integer("checkpoint_every", 1000,
-                         "Steps between checkpoints.", lower_bound=1)
-    flags.DEFINE_integer("keep_checkpoints", 5, "Checkpoints to keep.",
-                         lower_bound=1)
-    flags.DEFINE_integer("log_every", 100, "Steps between log lines.",
-                         lower_bound=1)
-    flags.DEFINE_integer("eval_every", 1000, "Steps between dev evaluations.",
-                         lower_bound=1)
-    flags.DEFINE_integer("dev_bleu_sentences", 1000,
-                         "Dev sentences translated for the periodic BLEU.",
-                         lower_bound=1)
-    flags.DEFINE_integer("vocab_sample_pairs", 2_000_000,
-                         "Training pairs read to learn the SentencePiece "
-                         "model.", lower_bound=1)
-    flags.DEFINE_enum("spm_model_type", "bpe", ["bpe", "unigram"],
-                      "SentencePiece model type.")
-    flags.DEFINE_bool("jit_compile", False, "XLA-compile the training step.")
-    flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"],
-                      "Mixed-precision compute dtype.")
-    flags.DEFINE_integer("cpu_devices", 1, "Split the CPU into this many "
-                         "logical devices and mirror over them.",
-                         lower_bound=1)
-    flags.mark_flag_as_required("model_dir")
-
+from t2t_repro.training_flags import define_training_flags
 
 define_training_flags()
+flags.mark_flag_as_required("model_dir")
 FLAGS = flags.FLAGS
 _VOCAB_WAIT_SECONDS = 600
 

@@ -119,6 +119,15 @@ def test_output_does_not_depend_on_batch_padding(random_model):
         assert np.all(wide.numpy()[..., width:] == PAD_ID)
 
 
+def test_stopping_at_the_best_keeps_the_best(random_model):
+    source = _sources(np.random.default_rng(6), 6, RANDOM.vocab_size)
+    exact_ids, exact_scores = _beam(random_model, source, 4, 0.6)
+    ids, scores = tf.function(lambda x: beam_search(
+        random_model, x, 4, 0.6, exact_n_best=False))(source)
+    np.testing.assert_array_equal(ids[:, 0], exact_ids[:, 0])
+    np.testing.assert_allclose(scores[:, 0], exact_scores[:, 0], atol=1e-5)
+
+
 def test_xla_and_graph_decoders_give_the_same_tokens(random_model):
     source = tf.constant(_sources(np.random.default_rng(3), 4,
                                   RANDOM.vocab_size))

@@ -45,7 +45,7 @@ def _stable_order(primary, secondary):
 
 
 def beam_search(model, source_ids, beam_size=4, alpha=0.6,
-                extra_length=EXTRA_DECODE_LENGTH):
+                extra_length=EXTRA_DECODE_LENGTH, exact_n_best=True):
     """The `beam_size` best translations of each source sentence.
 
     Args:
@@ -54,13 +54,16 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
         beam_size: int or scalar int32 tensor (the paper: 4).
         alpha: length penalty exponent, >= 0 (the paper: 0.6).
         extra_length: output may be this much longer than the input.
+        exact_n_best: search until no alive hypothesis can still beat any
+            of the `beam_size` finished ones; if False, only until none can
+            beat the best (tensor2tensor's rule: the best is the same, the
+            others may not be the true runners-up, and it stops sooner).
 
     Returns:
         (ids int32 `[batch, beam_size, max_decode_length]`, each row ending
         in EOS then PAD, or cut at the sentence's `output_limits`; scores
-        float32
-        `[batch, beam_size]` = log P(ids) / length_penalty(len(ids)), best
-        first). Hypotheses that ended with EOS rank before any that hit the
+        float32 `[batch, beam_size]` = log P(ids) / length_penalty(len(ids)),
+        best first). Hypotheses that ended with EOS rank before any that hit the
         length limit.
 
     Example:
@@ -137,11 +140,12 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
                  finished_scores, finished_flags):
         # Log-probabilities only fall as a hypothesis grows and the penalty
         # is largest at the limit: this bounds any alive beam's final
-        # score. Once every finished slot beats it, nothing changes.
+        # score. Once the finished slots that matter beat it, they stay.
         best_alive = alive_log_probs[:, 0] / limit_penalties[:, 0]
-        worst_finished = tf.reduce_min(
-            tf.where(finished_flags, finished_scores, NEG_INF), axis=1)
-        done = tf.logical_or(worst_finished > best_alive, index >= limits)
+        finished = tf.where(finished_flags, finished_scores, NEG_INF)
+        bar = (tf.reduce_min(finished, axis=1) if exact_n_best
+               else finished[:, 0])
+        done = tf.logical_or(bar > best_alive, index >= limits)
         return tf.logical_and(index < length,
                               tf.logical_not(tf.reduce_all(done)))
 
@@ -181,6 +185,7 @@ def best_translation_fn(beam_size=4, alpha=0.6):
         return greedy
 
     def best_of_beam(model, source_ids):
-        ids, scores = beam_search(model, source_ids, beam_size, alpha)
+        ids, scores = beam_search(model, source_ids, beam_size, alpha,
+                                  exact_n_best=False)
         return ids[:, 0], scores[:, 0]
     return best_of_beam
