@@ -60,7 +60,7 @@ def format_scores(scores):
 
 
 def score_corpus(model, tokenizer, corpus, beam_size=4, alpha=0.6,
-                 batch_tokens=4096, jit_compile=False, progress=False):
+                 batch_tokens=4096, jit_compile=True, progress=False):
     """Translates a `Corpus` and returns (hypotheses, references, scores)."""
     pairs = list(corpus.pairs().as_numpy_iterator())
     sources = [s.decode("utf-8") for s, _ in pairs]

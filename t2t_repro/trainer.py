@@ -1,5 +1,6 @@
 """The training loop: distributed, accumulating, checkpointed, logged."""
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -26,6 +27,20 @@ from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
 
 _SUM = tf.distribute.ReduceOp.SUM
 _SAMPLE_TRANSLATIONS = 5
+_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
+             "fp16": "mixed_float16"}
+
+
+@contextlib.contextmanager
+def _global_dtype_policy(policy):
+    """Layers built inside take `policy`; the process default is restored
+    after, so models built later (decoders, tools, tests) are unaffected."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,10 +101,6 @@ class Trainer:
             # as a variable shape mismatch.
             save_run_config(options.model_dir, model_config)
             save_vocabulary(options.model_dir, vocab_proto)
-        if options.mixed_precision != "none":
-            keras.mixed_precision.set_global_policy(
-                {"bf16": "mixed_bfloat16",
-                 "fp16": "mixed_float16"}[options.mixed_precision])
         keras.utils.set_random_seed(options.seed)
         from t2t_repro.data.vocabulary import make_tokenizer, vocab_size_of
 
@@ -101,7 +112,8 @@ class Trainer:
                 "decoder would emit ids the vocabulary cannot detokenize")
         self.tokenizer = make_tokenizer(vocab_proto)
         with strategy.scope():
-            self.model = Transformer(model_config, name="transformer")
+            with _global_dtype_policy(_POLICIES[options.mixed_precision]):
+                self.model = Transformer(model_config, name="transformer")
             self.schedule = TransformerSchedule(
                 model_config.d_model, options.warmup_steps,
                 options.learning_rate_scale)
@@ -112,8 +124,13 @@ class Trainer:
             # Keras 3 optimizers must be built inside the scope before the
             # first compiled step (see shared/NOTES.md).
             self.optimizer.build(self.model.trainable_variables)
-        self.checkpoint = model_checkpoint(self.model,
-                                           optimizer=self.optimizer)
+        # Counts steps taken, including fp16 steps the loss scaler skipped
+        # (they consumed data but not `optimizer.iterations`).
+        self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                       name="global_step")
+        self.checkpoint = model_checkpoint(
+            self.model, optimizer=self.optimizer,
+            global_step=self.global_step)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self._checkpoint_dir(),
             max_to_keep=options.keep_checkpoints, checkpoint_name="ckpt")
@@ -125,7 +142,7 @@ class Trainer:
 
     @property
     def step(self):
-        return int(self.optimizer.iterations.numpy())
+        return int(self.global_step.numpy())
 
     def _checkpoint_dir(self):
         if self.is_chief:
@@ -195,13 +212,20 @@ class Trainer:
         gradients = context.all_reduce(
             _SUM, [g / tf.maximum(global_tokens, 1.0) for g in gradients])
         replicas = tf.cast(context.num_replicas_in_sync, tf.float32)
+        # Before the update, which may change the fp16 loss scale.
+        totals["grad_norm"] = tf.linalg.global_norm(gradients) / (
+            replicas * self._loss_scale())
         # The optimizer sums gradients over replicas again; they are already
-        # summed (so that the norm below is the global one), hence / replicas.
+        # summed (so that the norm above is the global one), hence / replicas.
         self.optimizer.apply_gradients(zip(
             [g / replicas for g in gradients],
             self.model.trainable_variables))
-        totals["grad_norm"] = tf.linalg.global_norm(gradients) / replicas
         return totals
+
+    def _loss_scale(self):
+        if self.options.mixed_precision == "fp16":
+            return tf.convert_to_tensor(self.optimizer.dynamic_scale)
+        return 1.0
 
     def _compile_step(self, element_spec):
         micro_batch_gradients = self._micro_batch_gradients
@@ -213,6 +237,7 @@ class Trainer:
             per_replica = self.strategy.run(
                 self._replica_step,
                 args=(micro_batches, micro_batch_gradients))
+            self.global_step.assign_add(1)
             return {name: self.strategy.reduce(_SUM, value, axis=None)
                     for name, value in per_replica.items()}
 
@@ -280,7 +305,8 @@ class Trainer:
         metrics = {
             "loss": totals["loss_sum"] / max(totals["target_tokens"], 1.0),
             "accuracy": totals["correct"] / max(totals["target_tokens"], 1.0),
-            "learning_rate": float(self.schedule(self.step - 1)),
+            "learning_rate": float(self.schedule(
+                self.optimizer.iterations - 1)),
             "grad_norm": totals["grad_norm"] / steps,
             "tokens_per_second": totals["real_tokens"] / seconds,
             "padding_efficiency":

@@ -34,16 +34,17 @@ def global_batch():
     return (source, target_input), target
 
 
-def one_step(strategy, model_dir, micro_batches):
+def one_step(strategy, model_dir, micro_batches, **options):
     """One update from `micro_batches` (each like `global_batch()`): a dict
-    of the loss per target token, gradient norm and updated weights."""
+    of the loss per target token, gradient norm and updated weights.
+    `options` override `TrainingOptions` fields."""
     config = TransformerConfig(vocab_size=vocab_size_of(tiny_vocab()),
                                d_model=16, num_heads=2, d_ff=32,
                                num_encoder_layers=1, num_decoder_layers=1,
                                dropout=0.0)
     options = TrainingOptions(model_dir=model_dir, train_steps=1,
                               warmup_steps=1, learning_rate_scale=0.1,
-                              accum_steps=len(micro_batches))
+                              accum_steps=len(micro_batches), **options)
     trainer = Trainer(config, options, strategy, tiny_vocab(), None)
     dataset_options = tf.data.Options()
     dataset_options.experimental_distribute.auto_shard_policy = (

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,6 +16,7 @@ import tensorflow as tf
 from one_training_step import global_batch, one_step
 from shared_data import multi30k
 from t2t_repro.config import TransformerConfig
+from t2t_repro.decoding.translator import Translator
 from t2t_repro.run_files import load_trained_model
 from t2t_repro.trainer import Trainer, TrainingOptions
 from toy_run import SMALL, toy_pairs, toy_trainer as _trainer
@@ -116,6 +118,54 @@ def test_accumulated_micro_batches_equal_one_big_batch(tmp_path):
     whole = one_step(strategy, str(tmp_path / "whole"), [global_batch()])
     accumulated = one_step(strategy, str(tmp_path / "halves"), halves)
     _assert_same_step(whole, accumulated, replicas=1)
+
+
+@pytest.mark.parametrize("precision, jit_compile, rtol",
+                         [("none", True, 1e-5), ("bf16", False, 2e-2)])
+def test_xla_and_bf16_steps_match_float32(tmp_path, precision, jit_compile,
+                                          rtol):
+    strategy = tf.distribute.MirroredStrategy()
+    plain = one_step(strategy, str(tmp_path / "plain"), [global_batch()])
+    other = one_step(strategy, str(tmp_path / "other"), [global_batch()],
+                     mixed_precision=precision, jit_compile=jit_compile)
+    np.testing.assert_allclose(other["loss"], plain["loss"], rtol=rtol)
+    np.testing.assert_allclose(other["grad_norm"], plain["grad_norm"],
+                               rtol=rtol)
+    # Adam's first update is +-lr per weight: bf16 may flip the sign of a
+    # near-zero gradient, but almost every weight must move the same way.
+    same = [np.abs(other[k] - plain[k]) <= 1e-5 for k in plain
+            if k not in ("loss", "replicas", "grad_norm")
+            and not k.endswith("/key/bias")]
+    fraction = np.mean(np.concatenate([s.ravel() for s in same]))
+    assert fraction > (0.999 if precision == "none" else 0.95), fraction
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_trains_decodes_and_counts_skipped_steps(
+        tmp_path, precision):
+    trainer = _trainer(tmp_path / precision, 12, mixed_precision=precision)
+    assert trainer.model.compute_dtype == {"bf16": "bfloat16",
+                                           "fp16": "float16"}[precision]
+    assert trainer.train() == 12
+    updates = int(trainer.optimizer.iterations.numpy())
+    if precision == "fp16":
+        # The loss scale halves on each skipped (overflowing) step and
+        # cannot grow back within 12 steps.
+        scale = float(trainer.optimizer.dynamic_scale.numpy())
+        assert 0 < updates <= 12
+        assert scale == 2.0 ** 15 / 2 ** (12 - updates)
+    else:
+        assert updates == 12
+    assert os.path.exists(tmp_path / precision / "ckpt-12.index")
+    # Models built afterwards are float32 again.
+    assert keras.mixed_precision.global_policy().name == "float32"
+    for beam_size in (1, 4):
+        translation, = Translator(trainer.model, trainer.tokenizer,
+                                  beam_size).translate(["ein hund läuft"])
+        assert isinstance(translation, str)
+    resumed = _trainer(tmp_path / precision, 12, mixed_precision=precision)
+    assert resumed.step == 12
+    assert int(resumed.optimizer.iterations.numpy()) == updates
 
 
 def _event_tags(directory):

@@ -14,4 +14,5 @@ def define_decoding_flags():
                        lower_bound=0.0)
     flags.DEFINE_integer("decode_batch_tokens", 4096, "Padded source tokens "
                          "per decoding batch.", lower_bound=1)
-    flags.DEFINE_bool("decode_jit_compile", False, "XLA-compile the decoder.")
+    flags.DEFINE_bool("decode_jit_compile", True, "XLA-compile the decoder "
+                      "(once per batch shape; faster even counting that).")

@@ -52,7 +52,7 @@ class Translator:
     """
 
     def __init__(self, model, tokenizer, beam_size=4, alpha=0.6,
-                 batch_tokens=4096, jit_compile=False):
+                 batch_tokens=4096, jit_compile=True):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_tokens = batch_tokens
