@@ -185,8 +185,8 @@ class Trainer:
             logits = self.model((source, target_input), training=True)
             loss_sum, count, correct = smoothed_cross_entropy_stats(
                 target_output, logits, self.options.label_smoothing)
-            scaled = (self.optimizer.scale_loss(loss_sum)
-                      if self.options.mixed_precision == "fp16" else loss_sum)
+            # Identity unless the optimizer is fp16's LossScaleOptimizer.
+            scaled = self.optimizer.scale_loss(loss_sum)
         gradients = [tf.convert_to_tensor(g)
                      for g in tape.gradient(scaled, variables)]
         return gradients, loss_sum, count, correct
@@ -214,18 +214,13 @@ class Trainer:
         replicas = tf.cast(context.num_replicas_in_sync, tf.float32)
         # Before the update, which may change the fp16 loss scale.
         totals["grad_norm"] = tf.linalg.global_norm(gradients) / (
-            replicas * self._loss_scale())
+            replicas * self.optimizer.scale_loss(1.0))
         # The optimizer sums gradients over replicas again; they are already
         # summed (so that the norm above is the global one), hence / replicas.
         self.optimizer.apply_gradients(zip(
             [g / replicas for g in gradients],
             self.model.trainable_variables))
         return totals
-
-    def _loss_scale(self):
-        if self.options.mixed_precision == "fp16":
-            return tf.convert_to_tensor(self.optimizer.dynamic_scale)
-        return 1.0
 
     def _compile_step(self, element_spec):
         micro_batch_gradients = self._micro_batch_gradients

@@ -1,7 +1,7 @@
 """t2t-translate: translate a file or stdin, one sentence per line.
 
     t2t-translate --model_dir=runs/multi30k --input=src.en --output=out.de
-    echo "A dog runs." | t2t-translate --saved_model=exports/multi30k/450
+    echo "A dog runs." | t2t-translate --saved_model=exports/multi30k/800
 
 Uses a run's checkpoint (`--model_dir`, optionally `--checkpoint`) or an
 exported SavedModel (`--saved_model`). Sentences are batched by length and

@@ -3,20 +3,17 @@ loading, edge-case inputs, the n-best signature, and t2t-translate."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from processes import TESTS, run_python
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.run_files import load_trained_model
 from t2t_repro.serving import export_saved_model
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(TESTS)
 SENTENCES = [
     "ein hund läuft das gras",
     "",
@@ -25,12 +22,6 @@ SENTENCES = [
     " ".join(["ein hund läuft"] * 340),  # over 1000 pieces
     "eine katze",
 ]
-
-
-def _run(args, stdin=None, **kwargs):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run(args, input=stdin, capture_output=True, text=True,
-                          env=env, timeout=600, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +38,8 @@ def checkpoint_translations(toy_run_dir):
 
 
 def _load_in_fresh_process(mode, path, sentences):
-    result = _run([sys.executable, os.path.join(TESTS, "load_saved_model.py"),
-                   mode, path], stdin=json.dumps(sentences))
+    result = run_python([os.path.join(TESTS, "load_saved_model.py"), mode,
+                         path], stdin=json.dumps(sentences))
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -85,10 +76,10 @@ def test_saved_model_cli_run(exported, checkpoint_translations, tmp_path):
                "from tensorflow.python.tools import saved_model_cli; "
                "sys.argv[0] = 'saved_model_cli'; saved_model_cli.main()")
     inputs = json.dumps(SENTENCES[:3], ensure_ascii=True)
-    result = _run([sys.executable, "-c", wrapper, "run", "--dir", exported,
-                   "--tag_set", "serve", "--signature_def",
-                   "serving_default", "--input_exprs", f"inputs={inputs}",
-                   "--outdir", str(tmp_path)])
+    result = run_python(["-c", wrapper, "run", "--dir", exported,
+                         "--tag_set", "serve", "--signature_def",
+                         "serving_default", "--input_exprs",
+                         f"inputs={inputs}", "--outdir", str(tmp_path)])
     assert result.returncode == 0, result.stderr[-3000:]
     translations = np.load(tmp_path / "translations.npy", allow_pickle=True)
     assert [t.decode("utf-8") for t in translations] == \
@@ -121,8 +112,8 @@ def test_xla_export_gives_the_same_translations(
 
 
 def _translate_cli(*flags, stdin=None):
-    return _run([sys.executable, "-m", "t2t_repro.translate",
-                 "--progress=false", *flags], stdin=stdin, cwd=REPO)
+    return run_python(["-m", "t2t_repro.translate", "--progress=false",
+                       *flags], stdin=stdin)
 
 
 def test_translate_cli_from_checkpoint_and_saved_model(

@@ -2,14 +2,13 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import sacrebleu
 import tensorflow as tf
 
+from processes import run_python
 from t2t_repro.averaging import average_checkpoints
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.evaluation import paper_tokenized, split_compounds
@@ -21,14 +20,8 @@ from t2t_repro.visualization import attention_maps, plot_attention
 from toy_run import SMALL, toy_pairs
 from vocab_for_tests import tiny_vocab
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _cli(module, *flags):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", module, *flags], cwd=REPO,
-                          capture_output=True, text=True, env=env,
-                          timeout=600)
+    return run_python(["-m", module, *flags])
 
 
 def test_compound_splitting_like_get_ende_bleu():

@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 from one_training_step import global_batch, one_step
+from processes import REPO, TESTS, quiet_environment, run_python
 from shared_data import multi30k
 from t2t_repro.config import TransformerConfig
 from t2t_repro.decoding.translator import Translator
@@ -22,22 +23,10 @@ from t2t_repro.trainer import Trainer, TrainingOptions
 from toy_run import SMALL, toy_pairs, toy_trainer as _trainer
 from vocab_for_tests import tiny_vocab
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(TESTS)
-
-
-def _python(args, env=None, **kwargs):
-    environment = {**os.environ, "PYTHONPATH": TESTS,
-                   "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}
-    return subprocess.run([sys.executable, *args], env=environment,
-                          capture_output=True, text=True, **kwargs)
-
-
-def _one_step(tmp_path, name, cpu_devices, env=None):
+def _one_step(tmp_path, name, cpu_devices):
     out = str(tmp_path / f"{name}.npz")
-    result = _python([os.path.join(TESTS, "one_training_step.py"), out,
-                      str(cpu_devices), str(tmp_path / name)], env=env,
-                     timeout=600)
+    result = run_python([os.path.join(TESTS, "one_training_step.py"), out,
+                         str(cpu_devices), str(tmp_path / name)])
     assert result.returncode == 0, result.stderr[-3000:]
     return dict(np.load(out))
 
@@ -80,11 +69,10 @@ def test_two_worker_processes_match_one_device(tmp_path):
         tf_config = json.dumps({"cluster": {"worker": workers},
                                 "task": {"type": "worker", "index": index}})
         out = str(tmp_path / f"worker{index}.npz")
-        env = {**os.environ, "PYTHONPATH": TESTS, "TF_CONFIG": tf_config,
-               "TF_CPP_MIN_LOG_LEVEL": "2"}
         processes.append((out, subprocess.Popen(
             [sys.executable, os.path.join(TESTS, "one_training_step.py"),
-             out, "1", str(tmp_path / "multiworker")], env=env,
+             out, "1", str(tmp_path / "multiworker")],
+            env=quiet_environment(TF_CONFIG=tf_config),
             stderr=subprocess.PIPE, text=True)))
     for out, process in processes:
         _, stderr = process.communicate(timeout=600)
@@ -204,8 +192,8 @@ def test_changed_model_flags_do_not_resume_silently(tmp_path):
 
 
 def _train_cli(*flags, timeout=600):
-    return _python(["-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
-                    *flags], timeout=timeout, cwd=REPO)
+    return run_python(["-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
+                       *flags], timeout=timeout)
 
 
 def test_cli_rejects_bad_flags_clearly(tmp_path):
@@ -231,10 +219,9 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
              "--checkpoint_every=1000", "--log_every=1",
              f"--train_src={multi30k('val', 'en')}",
              f"--train_tgt={multi30k('val', 'de')}"]
-    environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     process = subprocess.Popen(
         [sys.executable, "-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
-         *flags], cwd=REPO, env=environment, stderr=subprocess.PIPE,
+         *flags], cwd=REPO, env=quiet_environment(), stderr=subprocess.PIPE,
         text=True)
     deadline = time.time() + 300
     for line in process.stderr:

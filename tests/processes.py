@@ -1,0 +1,24 @@
+"""Running the package's tools and the tests' helper scripts in fresh
+Python processes, as a user or a server would."""
+
+import os
+import subprocess
+import sys
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TESTS)
+
+
+def quiet_environment(**extra):
+    """os.environ with TensorFlow's C++ logging quiet and tests/ importable
+    (the helper scripts import `vocab_for_tests`), plus `extra`."""
+    return {**os.environ, "PYTHONPATH": TESTS, "TF_CPP_MIN_LOG_LEVEL": "2",
+            **extra}
+
+
+def run_python(args, stdin=None, env=None, timeout=600):
+    """`python *args` run from the repository root; a CompletedProcess with
+    text stdout and stderr."""
+    return subprocess.run([sys.executable, *args], input=stdin, cwd=REPO,
+                          env=quiet_environment(**(env or {})),
+                          capture_output=True, text=True, timeout=timeout)
