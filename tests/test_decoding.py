@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from margins import teacher_forced_margins
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, TransformerConfig
 from t2t_repro.decoding.beam_search import beam_search, length_penalty
 from t2t_repro.decoding.greedy import greedy_decode, next_token_log_probs
@@ -147,10 +148,15 @@ def test_empty_batch_decodes(random_model):
 
 @pytest.fixture(scope="module")
 def copy_model():
-    """A Transformer trained to copy its input: exact answers are known."""
+    """A Transformer trained to copy its input: exact answers are known.
+
+    800 steps of 128 sequences at a learning-rate scale of 0.5 copied the
+    held-out set with a margin of 3+ nats on four seeds tried; 600 steps
+    of 64 at 0.3 missed a sequence on two of four.
+    """
     tf.keras.utils.set_random_seed(4)
     model = Transformer(COPY)
-    optimizer = paper_adam(TransformerSchedule(COPY.d_model, 100, 0.3))
+    optimizer = paper_adam(TransformerSchedule(COPY.d_model, 100, 0.5))
     rng = np.random.default_rng(4)
 
     @tf.function
@@ -164,14 +170,16 @@ def copy_model():
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    for _ in range(600):
-        loss = train_step(tf.constant(_sources(rng, 64, COPY.vocab_size)))
-    assert float(loss) < 0.1
+    for _ in range(800):
+        train_step(tf.constant(_sources(rng, 128, COPY.vocab_size)))
     return model
 
 
 def test_both_decoders_copy_held_out_sequences(copy_model):
     source = _sources(np.random.default_rng(99), 32, COPY.vocab_size)
+    # Learned with a margin, so the exact checks below hold on any CPU.
+    margins = teacher_forced_margins(copy_model, source, source)
+    assert margins.min() > 1.0, np.sort(margins)[:5]
     greedy_ids, greedy_log_probs = _greedy(copy_model, source)
     beam_ids, beam_scores = _beam(copy_model, source, 4, 0.6)
     width = source.shape[1]

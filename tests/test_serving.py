@@ -13,6 +13,7 @@ from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.run_files import load_trained_model
 from t2t_repro.serving import export_saved_model
+from toy_run import LEARNABLE_STEPS
 
 SENTENCES = [
     "ein hund läuft das gras",
@@ -46,7 +47,7 @@ def _load_in_fresh_process(mode, path, sentences):
 
 def test_export_layout_is_tf_servings(exported, toy_run_dir):
     version = os.path.basename(exported)
-    assert version == "150"  # the checkpoint's step
+    assert version == str(LEARNABLE_STEPS)  # the checkpoint's step
     assert os.path.exists(os.path.join(exported, "saved_model.pb"))
     assert os.listdir(os.path.join(exported, "variables"))
     with pytest.raises(FileExistsError, match="immutable"):
@@ -61,8 +62,6 @@ def test_fresh_process_translates_like_the_checkpoint(
     translations, scores = checkpoint_translations
     assert result["translations"] == translations
     np.testing.assert_allclose(result["scores"], scores, atol=1e-4)
-    # The model learned the four phrases: translations are not garbage.
-    assert translations[0] == "a dog runs the grass"
 
 
 def test_a_batch_of_zero(exported):

@@ -17,7 +17,7 @@ from t2t_repro.run_files import (load_trained_model,
                                  model_checkpoint, save_run_config,
                                  vocab_path)
 from t2t_repro.visualization import attention_maps, plot_attention
-from toy_run import SMALL, toy_pairs
+from toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
 from vocab_for_tests import tiny_vocab
 
 def _cli(module, *flags):
@@ -43,9 +43,9 @@ def test_eval_cli_writes_hypotheses_scores_and_summaries(toy_run_dir,
                   f"--test_tgt={tmp_path}/test.en", "--target_lang=en",
                   f"--output_dir={tmp_path}/out")
     assert result.returncode == 0, result.stderr[-3000:]
-    with open(tmp_path / "out" / "test.de.step150.json") as handle:
+    with open(tmp_path / "out" / f"test.de.step{LEARNABLE_STEPS}.json") as handle:
         scores = json.load(handle)
-    hypotheses = (tmp_path / "out" / "test.de.step150.hyp").read_text(
+    hypotheses = (tmp_path / "out" / f"test.de.step{LEARNABLE_STEPS}.hyp").read_text(
     ).splitlines()
     assert len(hypotheses) == 20
     expected = sacrebleu.corpus_bleu(hypotheses, [[t for _, t in pairs]])

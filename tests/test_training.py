@@ -13,10 +13,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from margins import teacher_forced_margins
 from one_training_step import global_batch, one_step
 from processes import REPO, TESTS, quiet_environment, run_python
 from shared_data import multi30k
 from t2t_repro.config import TransformerConfig
+from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.run_files import load_trained_model
 from t2t_repro.trainer import Trainer, TrainingOptions
@@ -239,6 +241,20 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
     assert f"resumed from {checkpoint} at step {stopped_at}" in result.stderr
     assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith(
         f"ckpt-{stopped_at + 3}")
+
+
+def test_the_toy_run_learns_every_pair_with_a_margin(toy_run_dir):
+    # What tests that use the toy run (t2t-eval's BLEU) rely on.
+    model, proto, _ = load_trained_model(toy_run_dir)
+    tokenizer = make_tokenizer(proto)
+    sources, targets = zip(*[(s.decode(), t.decode())
+                             for s, t in toy_pairs().as_numpy_iterator()])
+    margins = teacher_forced_margins(
+        model, tokenizer.tokenize(sources).to_tensor(),
+        tokenizer.tokenize(targets).to_tensor().numpy())
+    assert margins.min() > 1.0, np.sort(margins)[:5]
+    assert Translator(model, tokenizer, beam_size=1).translate(
+        list(sources)) == list(targets)
 
 
 def test_a_fresh_model_restores_every_trained_weight(tmp_path):

@@ -39,9 +39,19 @@ def toy_trainer(model_dir, steps, config=SMALL, **overrides):
                    tiny_vocab(), toy_pairs())
 
 
+# Steps of the learnable run. At a learning-rate scale of 0.3 it learns
+# every training pair with a log-probability margin of at least 3 nats over
+# the runner-up token, on five seeds tried (at scale 1.0 and 150 steps the
+# margin was negative on some seeds: which phrases it got right depended on
+# the machine's float rounding). test_training checks the margin.
+LEARNABLE_STEPS = 200
+
+
 def train_learnable_run(model_dir):
-    """150 steps of LEARNABLE: checkpoints at steps 50, 75, ..., 150."""
-    trainer = toy_trainer(model_dir, 150, config=LEARNABLE, batch_tokens=256,
-                          warmup_steps=20, checkpoint_every=25)
+    """LEARNABLE_STEPS steps of LEARNABLE, checkpoints every 25 steps."""
+    trainer = toy_trainer(model_dir, LEARNABLE_STEPS, config=LEARNABLE,
+                          batch_tokens=256, warmup_steps=20,
+                          learning_rate_scale=0.3, checkpoint_every=25)
     trainer.train()
     return trainer
+
