@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.model import Transformer
 from t2t_repro.run_files import (CONFIG_FILENAME,
                                  checkpoint_step, load_run, model_checkpoint,
@@ -24,11 +25,20 @@ def newest_checkpoints(model_dir, count):
     return paths[-count:]
 
 
-def average_checkpoints(model_dir, output_dir, num_checkpoints):
-    """Writes the mean of the newest checkpoints' float weights (other
-    variables, such as dropout RNG states, from the newest) and returns
-    the new checkpoint's path."""
-    paths = newest_checkpoints(model_dir, num_checkpoints)
+def average_checkpoints(model_dir, output_dir, num_checkpoints,
+                        select="last"):
+    """Writes the mean of the float weights of the newest checkpoints
+    (`select="last"`) or of those with the highest dev BLEU (`"best"`,
+    from `--keep_best`); other variables, such as dropout RNG states, come
+    from the newest (or best) one. Returns the new checkpoint's path, named
+    after that one's step."""
+    if select == "best":
+        # The best last: like the newest for "last", it names the output.
+        paths = BestCheckpoints(model_dir).best_paths(num_checkpoints)[::-1]
+    elif select == "last":
+        paths = newest_checkpoints(model_dir, num_checkpoints)
+    else:
+        raise ValueError(f"select must be 'last' or 'best', got {select!r}")
     config, _, _ = load_run(model_dir, paths[-1])
     model = Transformer(config, name="transformer")
     checkpoint = model_checkpoint(model)

@@ -66,6 +66,10 @@ def define_model_flags():
     flags.DEFINE_integer("d_ff", 2048, "Feed-forward inner width.")
     flags.DEFINE_integer("num_layers", 6,
                          "Encoder and decoder layers N (each).")
+    flags.DEFINE_integer("num_encoder_layers", None,
+                         "Encoder layers, if not --num_layers.")
+    flags.DEFINE_integer("num_decoder_layers", None,
+                         "Decoder layers, if not --num_layers.")
     flags.DEFINE_float("dropout", 0.1, "Residual and embedding dropout.")
     flags.DEFINE_float("attention_dropout", 0.0,
                        "Dropout on attention weights.")
@@ -86,7 +90,8 @@ def config_from_flags(vocab_size=None):
     return TransformerConfig(
         vocab_size=vocab_size or f.vocab_size, d_model=f.d_model,
         num_heads=f.num_heads, d_ff=f.d_ff,
-        num_encoder_layers=f.num_layers, num_decoder_layers=f.num_layers,
+        num_encoder_layers=f.num_encoder_layers or f.num_layers,
+        num_decoder_layers=f.num_decoder_layers or f.num_layers,
         dropout=f.dropout, attention_dropout=f.attention_dropout,
         relu_dropout=f.relu_dropout, position_encoding=f.position_encoding,
         max_length=f.max_length, pre_norm=f.pre_norm)
@@ -103,3 +108,15 @@ def define_recipe_flags():
     flags.DEFINE_float("learning_rate_scale", 1.0,
                        "Multiplier on the paper's learning-rate schedule.",
                        lower_bound=0.0)
+    flags.DEFINE_float("weight_decay", 0.0,
+                       "Decoupled weight decay (AdamW) on the weight "
+                       "matrices; biases, LayerNorm and the embedding are "
+                       "not decayed. 0 is the paper's plain Adam.",
+                       lower_bound=0.0)
+    flags.DEFINE_float("subword_sampling", 0.0,
+                       "Sample a new segmentation of each training sentence "
+                       "every time it is read: the BPE-dropout rate for "
+                       "BPE vocabularies, the smoothing alpha (over all "
+                       "segmentations) for unigram ones. 0 = off; never "
+                       "used for evaluation or serving.",
+                       lower_bound=0.0, upper_bound=1.0)

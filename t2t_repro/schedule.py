@@ -40,7 +40,22 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 "scale": self.scale}
 
 
-def paper_adam(schedule):
-    """Adam with the paper's beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9."""
-    return keras.optimizers.Adam(learning_rate=schedule, beta_1=0.9,
-                                 beta_2=0.98, epsilon=1e-9)
+# Variables (by Keras name) that decoupled weight decay leaves alone: decay
+# pulls toward 0, which is no prior for offsets, LayerNorm gains or the
+# shared embedding (scaled by sqrt(d_model) to unit size).
+_NOT_DECAYED = ["bias", "gamma", "beta", "embeddings"]
+
+
+def paper_adam(schedule, weight_decay=0.0):
+    """Adam with the paper's beta_1 = 0.9, beta_2 = 0.98, epsilon = 1e-9.
+
+    With `weight_decay` > 0 it is AdamW (Loshchilov & Hutter): each update
+    also subtracts learning_rate * weight_decay * w from the weight
+    matrices.
+    """
+    optimizer = keras.optimizers.Adam(
+        learning_rate=schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9,
+        weight_decay=weight_decay or None)
+    if weight_decay:
+        optimizer.exclude_from_weight_decay(var_names=_NOT_DECAYED)
+    return optimizer

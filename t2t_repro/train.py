@@ -30,11 +30,13 @@ def training_options():
         label_smoothing=FLAGS.label_smoothing,
         warmup_steps=FLAGS.warmup_steps,
         learning_rate_scale=FLAGS.learning_rate_scale,
-        overlong=FLAGS.overlong, shuffle_buffer=FLAGS.shuffle_buffer,
+        weight_decay=FLAGS.weight_decay,
+        subword_sampling=FLAGS.subword_sampling, overlong=FLAGS.overlong, shuffle_buffer=FLAGS.shuffle_buffer,
         seed=FLAGS.seed, checkpoint_every=FLAGS.checkpoint_every,
         keep_checkpoints=FLAGS.keep_checkpoints, log_every=FLAGS.log_every,
         eval_every=FLAGS.eval_every,
         dev_bleu_sentences=FLAGS.dev_bleu_sentences,
+        keep_best=FLAGS.keep_best, patience=FLAGS.patience,
         jit_compile=FLAGS.jit_compile,
         mixed_precision=FLAGS.mixed_precision)
 
@@ -78,6 +80,10 @@ def main(argv):
         train_pairs = train_corpus.pairs()
         dev_corpus = sources.corpus_from_flags("dev")
         dev_pairs = dev_corpus.pairs() if dev_corpus else None
+        if dev_corpus is None and (FLAGS.keep_best or FLAGS.patience):
+            raise DataError("--keep_best and --patience rank checkpoints by "
+                            "dev BLEU: give --dev_src/--dev_tgt or "
+                            "--tfds_name")
         proto = ensure_vocabulary(FLAGS.model_dir, train_corpus,
                                   distribution.is_chief(strategy))
     except DataError as error:

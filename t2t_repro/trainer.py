@@ -15,6 +15,7 @@ from absl import logging
 from tensorboard.plugins.hparams import api as hparams_api
 
 from t2t_repro import distribution
+from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.data import pipeline
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.losses import smoothed_cross_entropy_stats
@@ -54,6 +55,8 @@ class TrainingOptions:
     label_smoothing: float = 0.1
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
+    weight_decay: float = 0.0
+    subword_sampling: float = 0.0
     overlong: str = "drop"
     shuffle_buffer: int = 100_000
     seed: int = 0
@@ -61,7 +64,9 @@ class TrainingOptions:
     keep_checkpoints: int = 5
     log_every: int = 100
     eval_every: int = 1000
-    dev_bleu_sentences: int = 1000
+    dev_bleu_sentences: int = None  # None: the whole dev set
+    keep_best: int = 0
+    patience: int = 0  # 0: no early stopping
     jit_compile: bool = False
     mixed_precision: str = "none"
 
@@ -111,13 +116,15 @@ class Trainer:
                 f"SentencePiece vocabulary has {pieces} pieces: the "
                 "decoder would emit ids the vocabulary cannot detokenize")
         self.tokenizer = make_tokenizer(vocab_proto)
+        self._training_tokenizer = make_tokenizer(
+            vocab_proto, sampling=options.subword_sampling)
         with strategy.scope():
             with _global_dtype_policy(_POLICIES[options.mixed_precision]):
                 self.model = Transformer(model_config, name="transformer")
             self.schedule = TransformerSchedule(
                 model_config.d_model, options.warmup_steps,
                 options.learning_rate_scale)
-            self.optimizer = paper_adam(self.schedule)
+            self.optimizer = paper_adam(self.schedule, options.weight_decay)
             if options.mixed_precision == "fp16":
                 self.optimizer = keras.optimizers.LossScaleOptimizer(
                     self.optimizer)
@@ -128,15 +135,30 @@ class Trainer:
         # (they consumed data but not `optimizer.iterations`).
         self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False,
                                        name="global_step")
+        # Wall-clock seconds spent training and real (non-pad) source +
+        # target tokens trained on, over all sessions of the run.
+        self.train_seconds = tf.Variable(0.0, dtype=tf.float64,
+                                         trainable=False, name="train_seconds")
+        self.tokens_seen = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                       name="tokens_seen")
         self.checkpoint = model_checkpoint(
             self.model, optimizer=self.optimizer,
-            global_step=self.global_step)
+            global_step=self.global_step, train_seconds=self.train_seconds,
+            tokens_seen=self.tokens_seen)
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, self._checkpoint_dir(),
             max_to_keep=options.keep_checkpoints, checkpoint_name="ckpt")
         restored = self.manager.restore_or_initialize()
         if restored:
             logging.info("resumed from %s at step %d", restored, self.step)
+        # Every worker keeps the dev history (early stopping must agree);
+        # only the chief keeps checkpoints.
+        self.best = BestCheckpoints(
+            self._checkpoint_dir() if self.is_chief else
+            self._checkpoint_dir() + "_dev",
+            options.keep_best if self.is_chief else 0,
+            model_checkpoint(self.model))
+        self.best.forget_after(self.step)
         self._train_writer = self._writer("train")
         self._dev_writer = self._writer("dev")
 
@@ -167,7 +189,7 @@ class Trainer:
         local_replicas = (input_context.num_replicas_in_sync //
                           input_context.num_input_pipelines)
         return pipeline.training_batches(
-            pairs, self.tokenizer,
+            pairs, self._training_tokenizer,
             batch_tokens=max(1, self.options.batch_tokens //
                              input_context.num_replicas_in_sync),
             max_length=self.config.max_length,
@@ -233,8 +255,11 @@ class Trainer:
                 self._replica_step,
                 args=(micro_batches, micro_batch_gradients))
             self.global_step.assign_add(1)
-            return {name: self.strategy.reduce(_SUM, value, axis=None)
-                    for name, value in per_replica.items()}
+            totals = {name: self.strategy.reduce(_SUM, value, axis=None)
+                      for name, value in per_replica.items()}
+            self.tokens_seen.assign_add(
+                tf.cast(totals["real_tokens"], tf.int64))
+            return totals
 
         return tf.function(step, input_signature=[
             tuple([element_spec] * self.options.accum_steps)])
@@ -252,6 +277,11 @@ class Trainer:
         if self.step >= options.train_steps:
             logging.info("already at step %d >= train_steps", self.step)
             return self.step
+        if self.best.stopped_early_at is not None:
+            logging.info("stopped early at step %d (no dev BLEU gain in %d "
+                         "evaluations)", self.best.stopped_early_at,
+                         options.patience)
+            return self.step
         dataset = self.strategy.distribute_datasets_from_function(
             self._dataset_fn)
         iterator = iter(dataset)
@@ -260,6 +290,8 @@ class Trainer:
         previous = {sig: signal.signal(sig, self._request_stop)
                     for sig in (signal.SIGTERM, signal.SIGINT)}
         interval = _Interval()
+        self._session_start = time.perf_counter()
+        self._session_start_seconds = float(self.train_seconds.numpy())
         try:
             while self.step < options.train_steps and not self._stop_requested:
                 micro_batches = tuple(next(iterator)
@@ -273,6 +305,8 @@ class Trainer:
                     self._save()
                 if self.dev_pairs is not None and step % options.eval_every == 0:
                     self.evaluate()
+                    if self._patience_exhausted():
+                        break
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -281,7 +315,23 @@ class Trainer:
         self._save()
         return self.step
 
+    def _patience_exhausted(self):
+        waited = self.best.evaluations_since_best()
+        if not self.options.patience or waited < self.options.patience:
+            return False
+        logging.info("early stopping at step %d: no dev BLEU gain in %d "
+                     "evaluations", self.step, waited)
+        self.best.stop_early(self.step)
+        return True
+
+    def _update_train_seconds(self):
+        if hasattr(self, "_session_start"):
+            self.train_seconds.assign(
+                self._session_start_seconds +
+                time.perf_counter() - self._session_start)
+
     def _save(self):
+        self._update_train_seconds()
         if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(
                 f"ckpt-{self.step}"):
             return
@@ -365,22 +415,36 @@ class Trainer:
             tf.summary.image(f"attention/{kind}",
                              tf.image.decode_png(png)[tf.newaxis])
 
-    def evaluate(self):
-        """Dev loss and greedy-decoding sacreBLEU, logged to TensorBoard."""
-        pairs = list(self.dev_pairs.take(
-            self.options.dev_bleu_sentences).as_numpy_iterator())
+    def dev_translations(self):
+        """(sources, references, greedy translations) of the dev set."""
+        dev_pairs = self.dev_pairs
+        if self.options.dev_bleu_sentences:
+            dev_pairs = dev_pairs.take(self.options.dev_bleu_sentences)
+        pairs = list(dev_pairs.as_numpy_iterator())
         sources = [s.decode("utf-8") for s, _ in pairs]
         references = [t.decode("utf-8") for _, t in pairs]
         if self._dev_translator is None:
             self._dev_translator = Translator(self.model, self.tokenizer,
                                               beam_size=1)
-        hypotheses = self._dev_translator.translate(sources)
-        bleu_metric = sacrebleu.BLEU()
-        bleu = bleu_metric.corpus_score(hypotheses, [references])
+        return sources, references, self._dev_translator.translate(sources)
+
+    def dev_bleu(self, hypotheses, references):
+        """(sacreBLEU, its signature) of the dev translations (tests replace
+        it to script the scores that early stopping and best checkpoints
+        see)."""
+        metric = sacrebleu.BLEU()
+        score = metric.corpus_score(hypotheses, [references]).score
+        return score, str(metric.get_signature())
+
+    def evaluate(self):
+        """Dev loss and greedy-decoding sacreBLEU, logged to TensorBoard and
+        recorded by `self.best` (which keeps the best checkpoints)."""
+        sources, references, hypotheses = self.dev_translations()
+        bleu, signature = self.dev_bleu(hypotheses, references)
         loss = self.dev_loss()
         with self._dev_writer.as_default(step=self.step):
             tf.summary.scalar("loss", loss)
-            tf.summary.scalar("bleu", bleu.score)
+            tf.summary.scalar("bleu", bleu)
             samples = "\n\n".join(
                 f"**source:** {s}  \n**reference:** {r}  \n**output:** {h}"
                 for s, r, h in list(zip(sources, references, hypotheses))[
@@ -388,6 +452,8 @@ class Trainer:
             tf.summary.text("translations", samples)
             self._write_attention_images(sources[0])
         logging.info("step %d dev loss %.4f greedy sacreBLEU %.2f (%s)",
-                     self.step, loss, bleu.score,
-                     bleu_metric.get_signature())
-        return {"loss": loss, "bleu": bleu.score}
+                     self.step, loss, bleu, signature)
+        self._update_train_seconds()
+        self.best.record(self.step, round(bleu, 2),
+                         round(float(self.train_seconds.numpy()) / 60, 2))
+        return {"loss": loss, "bleu": bleu}

@@ -37,9 +37,15 @@ def define_training_flags():
                          lower_bound=1)
     flags.DEFINE_integer("eval_every", 1000, "Steps between dev evaluations.",
                          lower_bound=1)
-    flags.DEFINE_integer("dev_bleu_sentences", 1000,
-                         "Dev sentences translated for the periodic BLEU.",
-                         lower_bound=1)
+    flags.DEFINE_integer("dev_bleu_sentences", None,
+                         "Dev sentences translated (greedy) for the periodic "
+                         "BLEU; default: all.", lower_bound=1)
+    flags.DEFINE_integer("keep_best", 0, "Also keep this many checkpoints "
+                         "with the highest dev BLEU, in MODEL_DIR/best/ "
+                         "(scores in best/scores.json).", lower_bound=0)
+    flags.DEFINE_integer("patience", 0, "Stop after this many dev "
+                         "evaluations without a better BLEU; 0 never stops "
+                         "early.", lower_bound=0)
     flags.DEFINE_integer("vocab_sample_pairs", 2_000_000,
                          "Training pairs read to learn the SentencePiece "
                          "model.", lower_bound=1)

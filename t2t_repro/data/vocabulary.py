@@ -47,10 +47,21 @@ def load_sentencepiece(model_path):
         return handle.read()
 
 
-def make_tokenizer(model_proto):
-    """tf-text tokenizer that appends EOS: the op the SavedModel uses too."""
+def make_tokenizer(model_proto, sampling=0.0):
+    """tf-text tokenizer that appends EOS: the op the SavedModel uses too.
+
+    `sampling` > 0 (training only) draws a segmentation per call instead of
+    the best one: for a BPE model it is the BPE-dropout rate (Provilkov et
+    al., 2020), for a unigram model the smoothing exponent over all
+    segmentations (Kudo, 2018). The op's sampler cannot be seeded, so a
+    run with sampling is not bit-reproducible.
+    """
     import tensorflow_text as tf_text
 
+    if sampling:
+        return tf_text.SentencepieceTokenizer(
+            model=model_proto, out_type=tf.int32, add_eos=True,
+            nbest_size=-1, alpha=sampling)
     return tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32,
                                           add_eos=True)
 

@@ -1,0 +1,60 @@
+"""This machine's TensorFlow matmul ceiling, fp32 and bf16.
+
+    python scripts/bench_matmul.py [--sizes=1024,2048,4096] [--json=OUT]
+
+Machines here differ up to 2x between sessions, so every other benchmark
+(and the reference recipe's results file) reports its figures next to
+this ceiling, measured in the same process.
+"""
+
+import json
+import time
+
+from absl import app, flags
+
+flags.DEFINE_list("sizes", ["1024", "2048", "4096"], "Square matmul sizes.")
+flags.DEFINE_string("json", None, "Also write the table here.")
+FLAGS = flags.FLAGS
+
+
+def matmul_gflops(size, dtype, seconds=1.0):
+    """GFLOP/s of a `size`^3 matmul in `dtype` ("float32" or "bfloat16"),
+    best of repeated runs over about `seconds` after a warm-up."""
+    import tensorflow as tf
+
+    a = tf.cast(tf.random.normal([size, size]), dtype)
+    b = tf.cast(tf.random.normal([size, size]), dtype)
+    multiply = tf.function(lambda x, y: tf.reduce_sum(
+        tf.cast(tf.matmul(x, y)[0, 0], tf.float32)))
+    multiply(a, b).numpy()
+    best, spent = float("inf"), 0.0
+    while spent < seconds:
+        start = time.perf_counter()
+        multiply(a, b).numpy()
+        elapsed = time.perf_counter() - start
+        best, spent = min(best, elapsed), spent + elapsed
+    return 2 * size ** 3 / best / 1e9
+
+
+def matmul_ceiling(sizes=(1024, 2048, 4096)):
+    """{"float32": {size: GFLOP/s}, "bfloat16": {...}}."""
+    return {dtype: {size: round(matmul_gflops(size, dtype), 1)
+                    for size in sizes}
+            for dtype in ("float32", "bfloat16")}
+
+
+def main(argv):
+    del argv
+    sizes = [int(s) for s in FLAGS.sizes]
+    table = matmul_ceiling(sizes)
+    print("size   fp32 GFLOP/s   bf16 GFLOP/s   bf16/fp32")
+    for size in sizes:
+        fp32, bf16 = table["float32"][size], table["bfloat16"][size]
+        print(f"{size:<6} {fp32:>12.1f}   {bf16:>12.1f}   {bf16 / fp32:>9.2f}")
+    if FLAGS.json:
+        with open(FLAGS.json, "w", encoding="utf-8") as handle:
+            json.dump(table, handle, indent=2)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,134 @@
+"""The dev-BLEU history of a run and its best checkpoints (model_dir/best).
+
+`best/scores.json` holds every dev evaluation, the kept checkpoints with
+their scores, and whether early stopping ended the run. Checkpoint files
+are written before the JSON that names them and deleted after it no longer
+does, and the JSON is replaced atomically, so a kill at any moment leaves a
+consistent record (at worst an unnamed file, removed on the next load).
+"""
+
+import json
+import os
+
+import tensorflow as tf
+from absl import logging
+
+BEST_DIRNAME = "best"
+SCORES_FILENAME = "scores.json"
+
+
+def _checkpoint_files(prefix):
+    return tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(
+        prefix + ".data-*")
+
+
+class BestCheckpoints:
+    """Keeps the `keep` checkpoints with the highest dev BLEU.
+
+    Args:
+        model_dir: the run directory; files go to `model_dir/best/`.
+        keep: how many to keep (0 keeps none, but the history is recorded).
+        checkpoint: a `tf.train.Checkpoint` of the model's variables, or
+            None to only read the record.
+    """
+
+    def __init__(self, model_dir, keep=0, checkpoint=None):
+        self.directory = os.path.join(model_dir, BEST_DIRNAME)
+        self.keep = keep
+        self.checkpoint = checkpoint
+        self._path = os.path.join(self.directory, SCORES_FILENAME)
+        self.state = {"evaluations": [], "best": [], "stopped_early_at": None}
+        if tf.io.gfile.exists(self._path):
+            with tf.io.gfile.GFile(self._path) as handle:
+                self.state = json.load(handle)
+
+    @property
+    def evaluations(self):
+        """[{"step": int, "bleu": float, "minutes": float}] in step order."""
+        return self.state["evaluations"]
+
+    @property
+    def best(self):
+        """[{"step", "bleu", "path"}], highest BLEU first."""
+        return self.state["best"]
+
+    @property
+    def stopped_early_at(self):
+        return self.state["stopped_early_at"]
+
+    def _save_state(self):
+        tf.io.gfile.makedirs(self.directory)
+        temporary = self._path + ".tmp"
+        with tf.io.gfile.GFile(temporary, "w") as handle:
+            json.dump(self.state, handle, indent=2)
+        tf.io.gfile.rename(temporary, self._path, overwrite=True)
+
+    def _delete(self, prefix):
+        for path in _checkpoint_files(prefix):
+            tf.io.gfile.remove(path)
+
+    def forget_after(self, step):
+        """Drops what was recorded after `step`: a run resumed from an
+        earlier checkpoint evaluates those steps again."""
+        later = [e for e in self.best if e["step"] > step]
+        if not later and all(e["step"] <= step for e in self.evaluations):
+            return
+        self.state["evaluations"] = [e for e in self.evaluations
+                                     if e["step"] <= step]
+        self.state["best"] = [e for e in self.best if e["step"] <= step]
+        if (self.stopped_early_at or 0) > step:
+            self.state["stopped_early_at"] = None
+        self._save_state()
+        for entry in later:
+            self._delete(os.path.join(self.directory, entry["path"]))
+
+    def record(self, step, bleu, minutes):
+        """Records an evaluation; saves the model if it is among the best.
+
+        Returns True if the checkpoint was kept.
+        """
+        self.evaluations.append({"step": step, "bleu": bleu,
+                                 "minutes": minutes})
+        kept = self.keep > 0 and (len(self.best) < self.keep or
+                                  bleu > self.best[-1]["bleu"])
+        evicted = []
+        if kept:
+            name = f"ckpt-{step}"
+            # Created on first use; restoring asserts every object matched,
+            # so it must be in the file as in `save()`'s.
+            self.checkpoint.save_counter.assign_add(1)
+            self.checkpoint.write(os.path.join(self.directory, name))
+            self.best.append({"step": step, "bleu": bleu, "path": name})
+            # Ties keep the earlier checkpoint first.
+            self.best.sort(key=lambda e: (-e["bleu"], e["step"]))
+            evicted = self.best[self.keep:]
+            del self.best[self.keep:]
+        self._save_state()
+        for entry in evicted:
+            self._delete(os.path.join(self.directory, entry["path"]))
+        if kept:
+            logging.info("kept %s/ckpt-%d (dev BLEU %.2f) among the best %d",
+                         self.directory, step, bleu, self.keep)
+        return kept
+
+    def evaluations_since_best(self):
+        """Evaluations after the one with the highest BLEU (the first of
+        equals)."""
+        scores = [e["bleu"] for e in self.evaluations]
+        if not scores:
+            return 0
+        return len(scores) - 1 - scores.index(max(scores))
+
+    def stop_early(self, step):
+        self.state["stopped_early_at"] = step
+        self._save_state()
+
+    def best_paths(self, count):
+        """Paths of the `count` best kept checkpoints, best first."""
+        if len(self.best) < count:
+            raise ValueError(
+                f"{self.directory}: holds {len(self.best)} best "
+                f"checkpoint(s), cannot average {count}; train with "
+                f"--keep_best={count} or more")
+        return [os.path.join(self.directory, e["path"])
+                for e in self.best[:count]]

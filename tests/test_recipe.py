@@ -1,0 +1,176 @@
+"""Small-data recipe options: best checkpoints by dev BLEU, early stopping,
+subword sampling, decoupled weight decay, and their flags."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from processes import run_python
+from t2t_repro.averaging import average_checkpoints
+from t2t_repro.best_checkpoints import BestCheckpoints
+from t2t_repro.data import pipeline
+from t2t_repro.data.vocabulary import make_tokenizer
+from t2t_repro.model import Transformer
+from t2t_repro.run_files import load_trained_model, model_checkpoint
+from t2t_repro.schedule import TransformerSchedule, paper_adam
+from toy_run import SMALL, toy_pairs, toy_trainer
+from vocab_for_tests import tiny_vocab
+
+
+class ScriptedBleuTrainer:
+    """A toy Trainer whose dev BLEU at evaluation k is `scores[k]`: which
+    checkpoints are best then does not depend on how training went."""
+
+    def __new__(cls, model_dir, steps, scores, **options):
+        trainer = toy_trainer(model_dir, steps, **{
+            "eval_every": 5, "checkpoint_every": 5, "dev_bleu_sentences": 2,
+            **options})
+        trainer.dev_pairs = toy_pairs().take(2)
+        by_step = dict(zip(range(5, 5 * len(scores) + 1, 5), scores))
+        trainer.dev_bleu = lambda hypotheses, references: (
+            by_step[trainer.step], "scripted")
+        return trainer
+
+
+def _weights(model):
+    return [w.numpy() for w in model.trainable_weights]
+
+
+def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
+    run = str(tmp_path / "run")
+    scores = [1.0, 3.0, 2.0, 2.5, 4.0, 0.5]
+    trainer = ScriptedBleuTrainer(run, 20, scores, keep_best=2)
+    assert trainer.train() == 20
+    saved_at = {step: _weights(load_trained_model(
+        run, os.path.join(run, f"ckpt-{step}"))[0]) for step in (10, 20)}
+    best = BestCheckpoints(run)
+    assert [(e["step"], e["bleu"]) for e in best.best] == [(10, 3.0),
+                                                           (20, 2.5)]
+    assert sorted(os.listdir(os.path.join(run, "best"))) == sorted(
+        ["scores.json", "ckpt-10.index", "ckpt-10.data-00000-of-00001",
+         "ckpt-20.index", "ckpt-20.data-00000-of-00001"])
+    for step in (10, 20):  # the best files hold that step's weights
+        model = Transformer(SMALL, name="transformer")
+        model_checkpoint(model).restore(
+            os.path.join(run, "best", f"ckpt-{step}")).expect_partial() \
+            .assert_existing_objects_matched()
+        for got, want in zip(_weights(model), saved_at[step]):
+            np.testing.assert_array_equal(got, want)
+
+    # Killed after evaluating step 20 but before its checkpoint landed: the
+    # resumed run starts at 15, forgets step 20's score and its best file,
+    # and evaluates 20 again (scored 2.5 again) and 25 (4.0, a new best).
+    for name in tf.io.gfile.glob(os.path.join(run, "ckpt-20.*")):
+        os.remove(name)
+    state = tf.train.get_checkpoint_state(run)
+    tf.compat.v1.train.update_checkpoint_state(
+        run, os.path.join(run, "ckpt-15"),
+        [p for p in state.all_model_checkpoint_paths
+         if not p.endswith("-20")])
+    resumed = ScriptedBleuTrainer(run, 30, scores, keep_best=2)
+    assert resumed.step == 15
+    assert [e["step"] for e in resumed.best.evaluations] == [5, 10, 15]
+    assert not os.path.exists(os.path.join(run, "best", "ckpt-20.index"))
+    assert resumed.train() == 30
+    best = BestCheckpoints(run)
+    assert [(e["step"], e["bleu"]) for e in best.best] == [(25, 4.0),
+                                                           (10, 3.0)]
+    assert [e["step"] for e in best.evaluations] == [5, 10, 15, 20, 25, 30]
+    minutes = [e["minutes"] for e in best.evaluations]
+    assert minutes == sorted(minutes) and minutes[-1] > 0
+
+    output = average_checkpoints(run, str(tmp_path / "avg"), 2, "best")
+    assert output.endswith("ckpt-25")  # named after the best
+    averaged = _weights(load_trained_model(str(tmp_path / "avg"))[0])
+    pair = [_weights(load_trained_model(
+        run, os.path.join(run, "best", f"ckpt-{s}"))[0]) for s in (25, 10)]
+    for got, a, b in zip(averaged, *pair):
+        np.testing.assert_allclose(got, (a.astype(np.float64) + b) / 2,
+                                   rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="holds 2 best checkpoint"):
+        average_checkpoints(run, str(tmp_path / "avg3"), 3, "best")
+
+
+def test_early_stopping_after_patience_and_it_stays_stopped(tmp_path):
+    run = str(tmp_path / "run")
+    # Best at the 2nd evaluation; 3 evaluations without a gain stop it.
+    scores = [1.0, 3.0, 2.0, 3.0, 2.9, 5.0]
+    trainer = ScriptedBleuTrainer(run, 100, scores, keep_best=1, patience=3)
+    assert trainer.train() == 25
+    assert BestCheckpoints(run).stopped_early_at == 25
+    assert tf.train.latest_checkpoint(run).endswith("ckpt-25")
+    again = ScriptedBleuTrainer(run, 100, scores, keep_best=1, patience=3)
+    assert again.train() == 25  # the same command does not train on
+
+
+def test_subword_sampling_varies_training_segmentations_only(tmp_path):
+    trainer = toy_trainer(tmp_path / "run", 1, subword_sampling=0.3)
+    proto = tiny_vocab()
+    sentence = tf.constant(["ein hund läuft über das gras"] * 40)
+    plain = make_tokenizer(proto)
+    sampled = make_tokenizer(proto, sampling=0.3)
+    best = plain.tokenize(sentence).to_list()
+    assert all(ids == best[0] for ids in best)  # off: deterministic
+    samples = sampled.tokenize(sentence).to_list()
+    # Unseeded; 40 identical samples at a 0.3 dropout rate would take
+    # odds below 1e-12.
+    assert len({tuple(ids) for ids in samples}) > 1
+    assert all(ids[-1] == best[0][-1] for ids in samples)  # EOS kept
+    assert set(plain.detokenize(sampled.tokenize(sentence)).numpy()) == {
+        "ein hund läuft über das gras".encode()}
+
+    batches = [b for b in pipeline.training_batches(
+        toy_pairs(), trainer._training_tokenizer, batch_tokens=128,
+        max_length=32, shuffle_buffer=1, repeat=False).as_numpy_iterator()]
+    sampled_sources = {tuple(row[row != 0]) for b in batches
+                       for row in b[0][0]}
+    plain_sources = {tuple(row) for row in plain.tokenize(
+        [s for s, _ in toy_pairs().as_numpy_iterator()]).to_list()}
+    assert sampled_sources - plain_sources  # training sees new splits
+    # Evaluation, decoding and export use the deterministic tokenizer.
+    assert trainer.tokenizer.tokenize(sentence).to_list() == best
+
+
+def test_weight_decay_shrinks_matrices_only():
+    model = Transformer(SMALL)
+    schedule = TransformerSchedule(SMALL.d_model, 10, 1.0)
+    optimizer = paper_adam(schedule, weight_decay=0.5)
+    variables = model.trainable_variables
+    before = [v.numpy() for v in variables]
+    # Zero gradients: Adam moves nothing, so only the decay shows.
+    optimizer.apply_gradients(
+        [(tf.zeros_like(v), v) for v in variables])
+    rate = float(schedule(0))  # the first update's
+    decayed = kept = 0
+    for variable, old in zip(variables, before):
+        if variable.name in ("bias", "gamma", "beta", "embeddings"):
+            np.testing.assert_array_equal(variable.numpy(), old)
+            kept += 1
+        else:
+            np.testing.assert_allclose(variable.numpy(),
+                                       old * (1 - 0.5 * rate), rtol=1e-6)
+            decayed += 1
+    assert decayed >= 10 and kept >= 10
+
+
+def test_recipe_flags_are_validated(tmp_path):
+    common = ["-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
+              f"--model_dir={tmp_path}/run"]
+    result = run_python(common + ["--train_src=x", "--train_tgt=y",
+                                  "--subword_sampling=1.5"])
+    assert result.returncode != 0
+    assert "subword_sampling" in result.stderr
+    assert "Traceback" not in result.stderr
+    data = tmp_path / "pairs"
+    (data.with_suffix(".en")).write_text("a dog\n", "utf-8")
+    (data.with_suffix(".de")).write_text("ein hund\n", "utf-8")
+    result = run_python(common + [f"--train_src={data}.en",
+                                  f"--train_tgt={data}.de", "--keep_best=3"])
+    assert result.returncode != 0
+    assert "--keep_best and --patience rank checkpoints by dev BLEU" in \
+        result.stderr
+    assert "Traceback" not in result.stderr
+    assert not os.path.exists(tmp_path / "run" / "best")
