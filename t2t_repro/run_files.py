@@ -10,6 +10,7 @@ from t2t_repro.config import TransformerConfig
 from t2t_repro.data.vocabulary import SPM_MODEL_FILENAME, load_sentencepiece
 
 CONFIG_FILENAME = "config.json"
+TRAINING_OPTIONS_FILENAME = "training.json"
 
 
 def vocab_path(model_dir):
@@ -48,6 +49,26 @@ def save_vocabulary(model_dir, vocab_proto):
     tf.io.gfile.makedirs(model_dir)
     with tf.io.gfile.GFile(path, "wb") as handle:
         handle.write(vocab_proto)
+
+
+def save_training_options(model_dir, options):
+    """Writes how the run was last started (training.json)."""
+    values = {k: v for k, v in dataclasses.asdict(options).items()
+              if k != "model_dir"}
+    path = os.path.join(model_dir, TRAINING_OPTIONS_FILENAME)
+    tf.io.gfile.makedirs(model_dir)
+    with tf.io.gfile.GFile(path + ".tmp", "w") as handle:
+        json.dump(values, handle, indent=2)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def load_training_options(model_dir):
+    """training.json of a run as a dict, or None before its first start."""
+    path = os.path.join(model_dir, TRAINING_OPTIONS_FILENAME)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as handle:
+        return json.load(handle)
 
 
 def load_run_config(model_dir):

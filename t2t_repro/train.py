@@ -7,6 +7,7 @@ Re-running the same command on an existing model_dir resumes it.
 """
 
 import os
+import sys
 import time
 
 from absl import app, flags, logging
@@ -22,6 +23,7 @@ _VOCAB_WAIT_SECONDS = 600
 
 
 def training_options():
+    from t2t_repro.precision import resolve_precision
     from t2t_repro.trainer import TrainingOptions
 
     return TrainingOptions(
@@ -38,7 +40,8 @@ def training_options():
         dev_bleu_sentences=FLAGS.dev_bleu_sentences,
         keep_best=FLAGS.keep_best, patience=FLAGS.patience,
         jit_compile=FLAGS.jit_compile,
-        mixed_precision=FLAGS.mixed_precision)
+        mixed_precision=resolve_precision(FLAGS.mixed_precision,
+                                          FLAGS.model_dir))
 
 
 def ensure_vocabulary(model_dir, corpus, is_chief):
@@ -67,7 +70,7 @@ def ensure_vocabulary(model_dir, corpus, is_chief):
 def main(argv):
     del argv
     from t2t_repro import distribution
-    from t2t_repro.data import vocabulary
+    from t2t_repro.data import pipeline, vocabulary
     from t2t_repro.trainer import Trainer
 
     train_corpus = sources.corpus_from_flags("train")
@@ -86,6 +89,9 @@ def main(argv):
                             "--tfds_name")
         proto = ensure_vocabulary(FLAGS.model_dir, train_corpus,
                                   distribution.is_chief(strategy))
+        pipeline.check_a_pair_fits(
+            train_pairs, vocabulary.make_tokenizer(proto), FLAGS.max_length,
+            FLAGS.overlong, train_corpus.source_path or FLAGS.tfds_name)
     except DataError as error:
         raise app.UsageError(str(error)) from None
     try:
@@ -96,6 +102,12 @@ def main(argv):
     trainer = Trainer(model_config, training_options(), strategy, proto,
                       train_pairs, dev_pairs)
     trainer.train()
+    if trainer.interrupted_by is not None:
+        # A scheduler must see that the run did not finish.
+        logging.warning("stopped by signal %d at step %d, checkpoint saved; "
+                        "the same command resumes", trainer.interrupted_by,
+                        trainer.step)
+        sys.exit(128 + trainer.interrupted_by)
     test_corpus = sources.corpus_from_flags("test")
     if test_corpus is not None and trainer.is_chief:
         from t2t_repro.evaluation import format_scores, score_corpus

@@ -21,7 +21,7 @@ from t2t_repro.decoding.translator import Translator
 from t2t_repro.losses import smoothed_cross_entropy_stats
 from t2t_repro.model import Transformer
 from t2t_repro.run_files import (model_checkpoint, save_run_config,
-                                 save_vocabulary)
+                                 save_training_options, save_vocabulary)
 from t2t_repro.schedule import TransformerSchedule, paper_adam
 from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
                                      plot_attention, translation_ids)
@@ -99,13 +99,15 @@ class Trainer:
         self.train_pairs = train_pairs
         self.dev_pairs = dev_pairs
         self.is_chief = distribution.is_chief(strategy)
-        self._stop_requested = False
+        # The signal that interrupted training, if one did.
+        self.interrupted_by = None
         self._dev_translator = None
         if self.is_chief:
             # Before any restore, so a changed config is named, not reported
             # as a variable shape mismatch.
             save_run_config(options.model_dir, model_config)
             save_vocabulary(options.model_dir, vocab_proto)
+            save_training_options(options.model_dir, options)
         keras.utils.set_random_seed(options.seed)
         from t2t_repro.data.vocabulary import make_tokenizer, vocab_size_of
 
@@ -268,8 +270,13 @@ class Trainer:
 
     def _request_stop(self, signum, frame):
         del frame
-        logging.warning("signal %d: checkpointing and stopping", signum)
-        self._stop_requested = True
+        if self.interrupted_by is not None:
+            # A second signal: the user will not wait for the checkpoint.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        logging.warning("signal %d: checkpointing and stopping (send it "
+                        "again to exit at once)", signum)
+        self.interrupted_by = signum
 
     def train(self):
         """Trains to `train_steps`; returns the final step."""
@@ -293,7 +300,8 @@ class Trainer:
         self._session_start = time.perf_counter()
         self._session_start_seconds = float(self.train_seconds.numpy())
         try:
-            while self.step < options.train_steps and not self._stop_requested:
+            while (self.step < options.train_steps and
+                   self.interrupted_by is None):
                 micro_batches = tuple(next(iterator)
                                       for _ in range(options.accum_steps))
                 interval.outputs.append(train_step(micro_batches))

@@ -18,6 +18,7 @@ from one_training_step import global_batch, one_step
 from processes import REPO, TESTS, quiet_environment, run_python
 from shared_data import multi30k
 from t2t_repro.config import TransformerConfig
+from t2t_repro.data import text_files
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.run_files import load_trained_model
@@ -215,23 +216,53 @@ def test_cli_rejects_bad_flags_clearly(tmp_path):
     assert "parallel files must be line-aligned" in result.stderr
 
 
+def test_data_that_yields_no_batch_is_an_error_not_a_hang(tmp_path):
+    # Every pair longer than --max_length: the repeated, filtered input
+    # used to wait forever for a first batch.
+    result = _train_cli(f"--model_dir={tmp_path}/long", "--max_length=2",
+                        f"--train_src={multi30k('val', 'en')}",
+                        f"--train_tgt={multi30k('val', 'de')}", timeout=120)
+    assert result.returncode != 0
+    assert (f"{multi30k('val', 'en')}: no pair fits --max_length=2"
+            in result.stderr)
+    assert "Traceback" not in result.stderr
+    blank = tmp_path / "blank.en"
+    blank.write_text(" \n\t\n  \n", "utf-8")
+    (tmp_path / "words.de").write_text("ein\nzwei\ndrei\n", "utf-8")
+    result = _train_cli(f"--model_dir={tmp_path}/blank",
+                        f"--train_src={blank}",
+                        f"--train_tgt={tmp_path}/words.de", timeout=120)
+    assert result.returncode != 0
+    assert "every one of the 3 lines has an empty" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.slow
 def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
+    for lang in ("en", "de"):
+        (tmp_path / f"test.{lang}").write_text("".join(
+            line + "\n" for line in text_files.read_lines(
+                multi30k("test_2016_flickr", lang))[:10]), "utf-8")
     flags = [f"--model_dir={tmp_path}/run", "--train_steps=400",
              "--checkpoint_every=1000", "--log_every=1",
              f"--train_src={multi30k('val', 'en')}",
-             f"--train_tgt={multi30k('val', 'de')}"]
+             f"--train_tgt={multi30k('val', 'de')}",
+             f"--test_src={tmp_path}/test.en",
+             f"--test_tgt={tmp_path}/test.de"]
     process = subprocess.Popen(
         [sys.executable, "-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
-         *flags], cwd=REPO, env=quiet_environment(), stderr=subprocess.PIPE,
-        text=True)
+         *flags], cwd=REPO, env=quiet_environment(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     for line in process.stderr:
         if "step 5 loss" in line or time.time() > deadline:
             break
     process.send_signal(signal.SIGTERM)
-    _, rest = process.communicate(timeout=120)
-    assert process.returncode == 0, rest[-2000:]
+    output, rest = process.communicate(timeout=120)
+    # Saved, told the scheduler it did not finish, and did not go on to
+    # translate the test set.
+    assert process.returncode == 128 + signal.SIGTERM, rest[-2000:]
+    assert "the same command resumes" in rest and "sacreBLEU" not in output
     checkpoint = tf.train.latest_checkpoint(str(tmp_path / "run"))
     stopped_at = int(checkpoint.rsplit("-", 1)[1])
     assert 5 <= stopped_at < 400
@@ -241,6 +272,7 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
     assert f"resumed from {checkpoint} at step {stopped_at}" in result.stderr
     assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith(
         f"ckpt-{stopped_at + 3}")
+    assert "sacreBLEU" in result.stdout  # finished: the test set is scored
 
 
 def test_the_toy_run_learns_every_pair_with_a_margin(toy_run_dir):
@@ -269,3 +301,22 @@ def test_a_fresh_model_restores_every_trained_weight(tmp_path):
     for want, got in zip(trainer.model.weights, restored.weights):
         np.testing.assert_array_equal(got.numpy(), want.numpy(),
                                       err_msg=want.path)
+
+
+def test_auto_precision_follows_the_measured_bf16_speedup(monkeypatch,
+                                                         tmp_path):
+    from t2t_repro import precision
+
+    for forced in ("none", "bf16", "fp16"):
+        assert precision.resolve_precision(forced) == forced
+    for speedup, expected in [(2.0, "bf16"), (1.31, "bf16"), (1.1, "none")]:
+        monkeypatch.setattr(precision, "bf16_matmul_speedup",
+                            lambda value=speedup: value)
+        assert precision.resolve_precision("auto") == expected
+    # A resumed run keeps the precision it started with.
+    _trainer(tmp_path / "run", 1).train()
+    assert precision.resolve_precision("auto", str(tmp_path / "run")) == \
+        "none"
+    # The measurement itself: a positive ratio of two real timings.
+    monkeypatch.undo()
+    assert 0.1 < precision.bf16_matmul_speedup() < 20

@@ -42,6 +42,22 @@ def fit_to_max_length(tokenized, max_length, overlong="drop"):
     raise ValueError(f"overlong must be 'drop' or 'truncate', got {overlong!r}")
 
 
+def check_a_pair_fits(pairs, tokenizer, max_length, overlong, name):
+    """Raises DataError unless some pair of `pairs` survives
+    `fit_to_max_length`: otherwise the repeated training input would
+    filter forever and never yield a batch. Stops at the first that fits.
+    """
+    from t2t_repro.data import DataError
+
+    fitting = fit_to_max_length(tokenize_pairs(pairs, tokenizer), max_length,
+                                overlong)
+    if not list(fitting.take(1).as_numpy_iterator()):
+        raise DataError(
+            f"{name}: no pair fits --max_length={max_length}: every pair has "
+            f"a side longer than {max_length} subword tokens (EOS included);"
+            " raise --max_length or pass --overlong=truncate")
+
+
 def bucket_boundaries(max_length, min_length=8, growth=1.1):
     """Padded lengths of the buckets: min_length, then about x1.1 each.
 

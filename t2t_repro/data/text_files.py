@@ -89,6 +89,10 @@ def check_parallel_files(source_path, target_path):
             empty_lines.append(count)
     if count == 0:
         raise DataError(f"{source_path}: empty file")
+    if len(empty_lines) == count:
+        raise DataError(f"{source_path} / {target_path}: every one of the "
+                        f"{count} lines has an empty (or whitespace-only) "
+                        "side: nothing to train on")
     return ParallelFileCheck(source_path, target_path, count, empty_lines)
 
 

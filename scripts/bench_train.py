@@ -1,0 +1,135 @@
+"""Training throughput on real Multi30k batches, against the matmul ceiling.
+
+    python scripts/bench_train.py --flagfile=flags/multi30k.cfg \
+        --precisions=none,bf16 [--bench_steps=30] [--json=OUT]
+
+For each precision: builds the Trainer on Multi30k en-de (the flagfile's
+model and batch size), runs `--bench_warmup` steps (tracing), then times
+`--bench_steps` steps of the real input pipeline. Prints ms/step, real
+tokens/s, and model FLOP utilisation (MFU) against this machine's matmul
+rate in that precision, measured in the same process (machines differ up
+to 2x between sessions, so only ratios within one run compare).
+
+FLOPs of a step are counted on the padded batch, forward x 3 (backward is
+twice the forward), for S source and T target positions per sentence:
+  encoder layer, per source token: 8 d^2 (Q,K,V,O) + 4 d d_ff + 4 S d
+  decoder layer, per target token: 8 d^2 (self Q,K,V,O) + 4 d^2 (cross Q,O)
+      + 4 d d_ff + 4 T d (self scores and sums) + 4 S d (cross)
+    and per source token: 4 d^2 (cross K,V)
+  output projection, per target token: 2 d V
+(2 FLOPs per multiply-add; embeddings, softmax, LayerNorm and the loss are
+not counted: they are not matmuls).
+"""
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+from t2t_repro import config as config_lib
+from t2t_repro.training_flags import define_training_flags
+
+define_training_flags()
+flags.DEFINE_list("precisions", ["none", "bf16"], "Precisions to compare.")
+flags.DEFINE_integer("bench_warmup", 5, "Untimed steps first.")
+flags.DEFINE_integer("bench_steps", 30, "Timed steps.")
+flags.DEFINE_string("json", None, "Also write the results here.")
+FLAGS = flags.FLAGS
+
+_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                     "shared", "data", "multi30k")
+
+
+def step_flops(config, batch, source_length, target_length):
+    """Matmul FLOPs of one training step on a padded batch (see above)."""
+    d, d_ff, vocab = config.d_model, config.d_ff, config.vocab_size
+    s, t = source_length, target_length
+    encoder = config.num_encoder_layers * s * (8 * d * d + 4 * d * d_ff +
+                                               4 * s * d)
+    decoder = config.num_decoder_layers * (
+        t * (12 * d * d + 4 * d * d_ff + 4 * t * d + 4 * s * d) +
+        s * 4 * d * d)
+    projection = t * 2 * d * vocab
+    return 3 * batch * (encoder + decoder + projection)
+
+
+def bench(precision, proto, pairs, model_dir):
+    from t2t_repro import distribution, train
+    from t2t_repro.data import vocabulary
+    from t2t_repro.trainer import Trainer, TrainingOptions
+
+    options = train.training_options()
+    options = TrainingOptions(**{**options.__dict__, "model_dir": model_dir,
+                                 "mixed_precision": precision})
+    config = config_lib.config_from_flags(vocabulary.vocab_size_of(proto))
+    strategy = distribution.make_strategy(1)
+    trainer = Trainer(config, options, strategy, proto, pairs)
+    dataset = strategy.distribute_datasets_from_function(trainer._dataset_fn)
+    iterator = iter(dataset)
+    train_step = trainer._compile_step(iterator.element_spec)
+
+    def run(steps):
+        flops = 0
+        outputs = []
+        start = time.perf_counter()
+        for _ in range(steps):
+            micro = tuple(next(iterator) for _ in range(options.accum_steps))
+            for (source, target_input), _ in micro:
+                batch, s = source.shape
+                flops += step_flops(config, batch, s, target_input.shape[1])
+            outputs.append(train_step(micro))
+        real = sum(float(o["real_tokens"]) for o in outputs)  # syncs
+        return time.perf_counter() - start, flops, real
+
+    run(FLAGS.bench_warmup)
+    seconds, flops, real = run(FLAGS.bench_steps)
+    return {"precision": precision, "ms_per_step":
+            round(1000 * seconds / FLAGS.bench_steps, 1),
+            "real_tokens_per_second": round(real / seconds),
+            "model_gflops_per_second": round(flops / seconds / 1e9, 1)}
+
+
+def main(argv):
+    del argv
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench_matmul import matmul_gflops
+    from t2t_repro.data import text_files, vocabulary
+    from t2t_repro.data.sources import Corpus
+
+    corpus = Corpus(source_path=os.path.join(_DATA, "train.en.gz"),
+                    target_path=os.path.join(_DATA, "train.de.gz"))
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "spm.model")
+        vocabulary.train_sentencepiece(
+            text_files.read_lines(corpus.source_path) +
+            text_files.read_lines(corpus.target_path), FLAGS.vocab_size,
+            path)
+        proto = vocabulary.load_sentencepiece(path)
+        rows = []
+        for precision in FLAGS.precisions:
+            row = bench(precision, proto, corpus.pairs(),
+                        os.path.join(directory, precision))
+            dtype = "bfloat16" if precision == "bf16" else "float32"
+            ceiling = matmul_gflops(2048, dtype)
+            row["matmul_ceiling_gflops"] = round(ceiling, 1)
+            row["mfu"] = round(row["model_gflops_per_second"] / ceiling, 3)
+            rows.append(row)
+    base = rows[0]["real_tokens_per_second"]
+    print(f"{'precision':<10} {'ms/step':>8} {'tokens/s':>9} {'x first':>8} "
+          f"{'GFLOP/s':>8} {'ceiling':>8} {'MFU':>6}")
+    for row in rows:
+        print(f"{row['precision']:<10} {row['ms_per_step']:>8.1f} "
+              f"{row['real_tokens_per_second']:>9d} "
+              f"{row['real_tokens_per_second'] / base:>8.2f} "
+              f"{row['model_gflops_per_second']:>8.1f} "
+              f"{row['matmul_ceiling_gflops']:>8.1f} {row['mfu']:>6.3f}")
+    if FLAGS.json:
+        with open(FLAGS.json, "w", encoding="utf-8") as handle:
+            json.dump(rows, handle, indent=2)
+
+
+if __name__ == "__main__":
+    app.run(main)
