@@ -13,6 +13,8 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from t2t_repro.files import write_atomically
+
 BEST_DIRNAME = "best"
 SCORES_FILENAME = "scores.json"
 
@@ -57,11 +59,7 @@ class BestCheckpoints:
         return self.state["stopped_early_at"]
 
     def _save_state(self):
-        tf.io.gfile.makedirs(self.directory)
-        temporary = self._path + ".tmp"
-        with tf.io.gfile.GFile(temporary, "w") as handle:
-            json.dump(self.state, handle, indent=2)
-        tf.io.gfile.rename(temporary, self._path, overwrite=True)
+        write_atomically(self._path, json.dumps(self.state, indent=2))
 
     def _delete(self, prefix):
         for path in _checkpoint_files(prefix):

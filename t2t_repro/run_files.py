@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from t2t_repro.config import TransformerConfig
 from t2t_repro.data.vocabulary import SPM_MODEL_FILENAME, load_sentencepiece
+from t2t_repro.files import write_atomically
 
 CONFIG_FILENAME = "config.json"
 TRAINING_OPTIONS_FILENAME = "training.json"
@@ -32,9 +33,7 @@ def save_run_config(model_dir, config):
                 f"config; changed (old, new): {changed}. Use a new "
                 "--model_dir or the original flags.")
         return
-    tf.io.gfile.makedirs(model_dir)
-    with tf.io.gfile.GFile(path, "w") as handle:
-        json.dump(saved, handle, indent=2)
+    write_atomically(path, json.dumps(saved, indent=2))
 
 
 def save_vocabulary(model_dir, vocab_proto):
@@ -46,20 +45,15 @@ def save_vocabulary(model_dir, vocab_proto):
             raise ValueError(f"{path}: this run has a different "
                              "SentencePiece vocabulary")
         return
-    tf.io.gfile.makedirs(model_dir)
-    with tf.io.gfile.GFile(path, "wb") as handle:
-        handle.write(vocab_proto)
+    write_atomically(path, vocab_proto)
 
 
 def save_training_options(model_dir, options):
     """Writes how the run was last started (training.json)."""
     values = {k: v for k, v in dataclasses.asdict(options).items()
               if k != "model_dir"}
-    path = os.path.join(model_dir, TRAINING_OPTIONS_FILENAME)
-    tf.io.gfile.makedirs(model_dir)
-    with tf.io.gfile.GFile(path + ".tmp", "w") as handle:
-        json.dump(values, handle, indent=2)
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+    write_atomically(os.path.join(model_dir, TRAINING_OPTIONS_FILENAME),
+                     json.dumps(values, indent=2))
 
 
 def load_training_options(model_dir):

@@ -113,7 +113,13 @@ def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
         raise FileExistsError(f"{path} exists; TF Serving versions are "
                               "immutable, give another --version")
     module = TranslationModule(model, proto, beam_size, alpha, jit_compile)
-    tf.saved_model.save(module, path, signatures=module.signatures())
+    # TF Serving polls export_dir and loads any new numeric directory: write
+    # under a name it ignores, then rename, so it never sees half a model.
+    partial = os.path.join(export_dir, f".{version}.partial")
+    if tf.io.gfile.exists(partial):
+        tf.io.gfile.rmtree(partial)
+    tf.saved_model.save(module, partial, signatures=module.signatures())
+    tf.io.gfile.rename(partial, path)
     logging.info("exported %s (beam %d, alpha %g%s) to %s", checkpoint,
                  beam_size, alpha, ", XLA" if jit_compile else "", path)
     return path

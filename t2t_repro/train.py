@@ -112,12 +112,37 @@ def main(argv):
     if test_corpus is not None and trainer.is_chief:
         from t2t_repro.evaluation import format_scores, score_corpus
 
-        _, _, scores = score_corpus(trainer.model, trainer.tokenizer,
-                                    test_corpus, progress=True)
+        model, described = trainer.model, f"step {trainer.step}"
+        if FLAGS.average_last > 1:
+            model, described = average_of_last(FLAGS.average_last)
+        _, _, scores = score_corpus(model, trainer.tokenizer, test_corpus,
+                                    progress=True)
         print(f"test: {test_corpus.source_path or test_corpus.tfds_split}, "
-              f"{scores['sentences']} sentences, beam 4, alpha 0.6, step "
-              f"{trainer.step}")
+              f"{scores['sentences']} sentences, beam 4, alpha 0.6, "
+              f"{described}")
         print(format_scores(scores))
+
+
+def average_of_last(count):
+    """(model, description) of the average of the run's last `count`
+    checkpoints, written to MODEL_DIR/average (replaced when older)."""
+    import shutil
+
+    import tensorflow as tf
+
+    from t2t_repro.averaging import average_checkpoints, newest_checkpoints
+    from t2t_repro.run_files import checkpoint_step, load_trained_model
+
+    paths = newest_checkpoints(FLAGS.model_dir, count)
+    output_dir = os.path.join(FLAGS.model_dir, "average")
+    existing = tf.train.latest_checkpoint(output_dir)
+    if existing is None or checkpoint_step(existing) != checkpoint_step(
+            paths[-1]):
+        shutil.rmtree(output_dir, ignore_errors=True)
+        average_checkpoints(FLAGS.model_dir, output_dir, count)
+    model, _, _ = load_trained_model(output_dir)
+    steps = ", ".join(str(checkpoint_step(p)) for p in paths)
+    return model, f"average of steps {steps} in {output_dir}"
 
 
 def run():

@@ -41,6 +41,10 @@ def define_training_flags():
     flags.DEFINE_integer("dev_bleu_sentences", None,
                          "Dev sentences translated (greedy) for the periodic "
                          "BLEU; default: all.", lower_bound=1)
+    flags.DEFINE_integer("average_last", 1, "Translate the test set with "
+                         "the average of the last N checkpoints (the paper "
+                         "averages 5), written to MODEL_DIR/average for "
+                         "t2t-eval/t2t-export.", lower_bound=1)
     flags.DEFINE_integer("keep_best", 0, "Also keep this many checkpoints "
                          "with the highest dev BLEU, in MODEL_DIR/best/ "
                          "(scores in best/scores.json).", lower_bound=0)
@@ -61,3 +65,8 @@ def define_training_flags():
     flags.DEFINE_integer("cpu_devices", 1, "Split the CPU into this many "
                          "logical devices and mirror over them.",
                          lower_bound=1)
+    flags.register_multi_flags_validator(
+        ["average_last", "keep_checkpoints"],
+        lambda v: v["average_last"] <= v["keep_checkpoints"],
+        message="--average_last cannot exceed --keep_checkpoints (the "
+        "checkpoints it averages must still be there)")

@@ -9,9 +9,10 @@ import pytest
 import tensorflow as tf
 
 from processes import run_python
+from shared_data import multi30k
 from t2t_repro.averaging import average_checkpoints
 from t2t_repro.best_checkpoints import BestCheckpoints
-from t2t_repro.data import pipeline
+from t2t_repro.data import pipeline, text_files
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
 from t2t_repro.run_files import load_trained_model, model_checkpoint
@@ -174,3 +175,30 @@ def test_recipe_flags_are_validated(tmp_path):
         result.stderr
     assert "Traceback" not in result.stderr
     assert not os.path.exists(tmp_path / "run" / "best")
+
+
+def test_train_cli_scores_the_average_of_the_last_checkpoints(tmp_path):
+    for lang in ("en", "de"):
+        (tmp_path / f"test.{lang}").write_text("".join(
+            line + "\n" for line in text_files.read_lines(
+                multi30k("test_2016_flickr", lang))[:5]), "utf-8")
+    run = tmp_path / "run"
+    common = ["-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
+              f"--model_dir={run}", f"--train_src={multi30k('val', 'en')}",
+              f"--train_tgt={multi30k('val', 'de')}",
+              f"--test_src={tmp_path}/test.en",
+              f"--test_tgt={tmp_path}/test.de", "--train_steps=6",
+              "--checkpoint_every=3", "--batch_tokens=256"]
+    result = run_python(common + ["--average_last=2"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"average of steps 3, 6 in {run}/average" in result.stdout
+    averaged = _weights(load_trained_model(str(run / "average"))[0])
+    pair = [_weights(load_trained_model(str(run), str(run / f"ckpt-{s}"))[0])
+            for s in (3, 6)]
+    for got, a, b in zip(averaged, *pair):
+        np.testing.assert_allclose(got, (a.astype(np.float64) + b) / 2,
+                                   rtol=1e-6, atol=1e-7)
+    result = run_python(common + ["--average_last=3",
+                                  "--keep_checkpoints=2"])
+    assert result.returncode != 0
+    assert "--average_last cannot exceed --keep_checkpoints" in result.stderr

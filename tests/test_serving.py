@@ -50,6 +50,8 @@ def test_export_layout_is_tf_servings(exported, toy_run_dir):
     assert version == str(LEARNABLE_STEPS)  # the checkpoint's step
     assert os.path.exists(os.path.join(exported, "saved_model.pb"))
     assert os.listdir(os.path.join(exported, "variables"))
+    # Written beside and renamed: nothing half-written is left to be seen.
+    assert os.listdir(os.path.dirname(exported)) == [version]
     with pytest.raises(FileExistsError, match="immutable"):
         export_saved_model(toy_run_dir, os.path.dirname(exported))
 

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from t2t_repro.data import DataError
+from t2t_repro.files import write_atomically
 
 SPM_MODEL_FILENAME = "spm.model"
 
@@ -31,10 +32,7 @@ def train_sentencepiece(sentences, vocab_size, model_path, model_type="bpe",
         input_sentence_size=10_000_000, shuffle_input_sentence=True,
         num_threads=os.cpu_count() or 1,
         minloglevel=2)
-    temporary = model_path + ".tmp"
-    with tf.io.gfile.GFile(temporary, "wb") as handle:
-        handle.write(model.getvalue())
-    tf.io.gfile.rename(temporary, model_path, overwrite=True)
+    write_atomically(model_path, model.getvalue())
     return model_path
 
 
