@@ -48,10 +48,32 @@ def save_vocabulary(model_dir, vocab_proto):
     write_atomically(path, vocab_proto)
 
 
-def save_training_options(model_dir, options):
-    """Writes how the run was last started (training.json)."""
+# Options that decide which batches a step sees (or how it computes them):
+# resuming with another value silently changes the run's data order.
+DATA_ORDER_OPTIONS = ("batch_tokens", "accum_steps", "seed",
+                      "shuffle_buffer", "overlong", "mixed_precision",
+                      "replicas")
+
+
+def save_training_options(model_dir, options, replicas,
+                          allow_changes=False):
+    """Writes how the run was last started (training.json, with the
+    replica count); refuses, unless `allow_changes`, a resume that changes
+    one of DATA_ORDER_OPTIONS."""
     values = {k: v for k, v in dataclasses.asdict(options).items()
               if k != "model_dir"}
+    values["replicas"] = replicas
+    previous = load_training_options(model_dir)
+    if previous and not allow_changes:
+        changed = {k: (previous.get(k), values[k])
+                   for k in DATA_ORDER_OPTIONS
+                   if k in previous and previous[k] != values[k]}
+        if changed:
+            raise ValueError(
+                f"{os.path.join(model_dir, TRAINING_OPTIONS_FILENAME)}: "
+                "resuming with other data-order options would not continue "
+                f"the same run; changed (old, new): {changed}. Use the "
+                "original flags, or --allow_option_changes.")
     write_atomically(os.path.join(model_dir, TRAINING_OPTIONS_FILENAME),
                      json.dumps(values, indent=2))
 

@@ -41,7 +41,8 @@ def training_options():
         keep_best=FLAGS.keep_best, patience=FLAGS.patience,
         jit_compile=FLAGS.jit_compile,
         mixed_precision=resolve_precision(FLAGS.mixed_precision,
-                                          FLAGS.model_dir))
+                                          FLAGS.model_dir),
+        allow_option_changes=FLAGS.allow_option_changes)
 
 
 def ensure_vocabulary(model_dir, corpus, is_chief):
@@ -99,8 +100,11 @@ def main(argv):
             vocab_size=vocabulary.vocab_size_of(proto))
     except ValueError as error:
         raise app.UsageError(str(error)) from None
-    trainer = Trainer(model_config, training_options(), strategy, proto,
-                      train_pairs, dev_pairs)
+    try:
+        trainer = Trainer(model_config, training_options(), strategy, proto,
+                          train_pairs, dev_pairs)
+    except ValueError as error:  # a resume that changes the run
+        raise app.UsageError(str(error)) from None
     trainer.train()
     if trainer.interrupted_by is not None:
         # A scheduler must see that the run did not finish.

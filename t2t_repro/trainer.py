@@ -69,6 +69,7 @@ class TrainingOptions:
     patience: int = 0  # 0: no early stopping
     jit_compile: bool = False
     mixed_precision: str = "none"
+    allow_option_changes: bool = False
 
 
 @dataclasses.dataclass
@@ -107,7 +108,9 @@ class Trainer:
             # as a variable shape mismatch.
             save_run_config(options.model_dir, model_config)
             save_vocabulary(options.model_dir, vocab_proto)
-            save_training_options(options.model_dir, options)
+            save_training_options(options.model_dir, options,
+                                  strategy.num_replicas_in_sync,
+                                  options.allow_option_changes)
         keras.utils.set_random_seed(options.seed)
         from t2t_repro.data.vocabulary import make_tokenizer, vocab_size_of
 

@@ -62,6 +62,11 @@ def define_training_flags():
                       "loss scaling), none (float32), or auto: bf16 where "
                       "this CPU's bf16 matmuls measure faster (see "
                       "t2t_repro/precision.py), else float32.")
+    flags.DEFINE_bool("allow_option_changes", False, "Resume even if "
+                      "batch_tokens, accum_steps, seed, shuffle_buffer, "
+                      "overlong, precision or the replica count changed "
+                      "(the data order then differs from an uninterrupted "
+                      "run).")
     flags.DEFINE_integer("cpu_devices", 1, "Split the CPU into this many "
                          "logical devices and mirror over them.",
                          lower_bound=1)

@@ -194,6 +194,17 @@ def test_changed_model_flags_do_not_resume_silently(tmp_path):
                 tf.distribute.MirroredStrategy(), tiny_vocab(), toy_pairs())
 
 
+def test_changed_data_order_options_do_not_resume_silently(tmp_path):
+    _trainer(tmp_path / "run", 1).train()
+    with pytest.raises(ValueError, match=r"changed \(old, new\): "
+                       r"\{'batch_tokens': \(128, 256\), 'seed': \(3, 4\)\}"):
+        _trainer(tmp_path / "run", 2, batch_tokens=256, seed=4)
+    assert _trainer(tmp_path / "run", 2, batch_tokens=256, seed=4,
+                    allow_option_changes=True).train() == 2
+    assert _trainer(tmp_path / "run", 2, batch_tokens=256,
+                    seed=4).step == 2  # the new options are the run's now
+
+
 def _train_cli(*flags, timeout=600):
     return run_python(["-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
                        *flags], timeout=timeout)
