@@ -12,8 +12,6 @@ import time
 
 from absl import app, flags
 
-flags.DEFINE_list("sizes", ["1024", "2048", "4096"], "Square matmul sizes.")
-flags.DEFINE_string("json", None, "Also write the table here.")
 FLAGS = flags.FLAGS
 
 
@@ -57,4 +55,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    # Here, not at import: other scripts import matmul_gflops.
+    flags.DEFINE_list("sizes", ["1024", "2048", "4096"],
+                      "Square matmul sizes.")
+    flags.DEFINE_string("json", None, "Also write the table here.")
     app.run(main)
