@@ -8,30 +8,18 @@ this ceiling, measured in the same process.
 """
 
 import json
-import time
 
 from absl import app, flags
 
 FLAGS = flags.FLAGS
 
 
-def matmul_gflops(size, dtype, seconds=1.0):
+def matmul_gflops(size, dtype):
     """GFLOP/s of a `size`^3 matmul in `dtype` ("float32" or "bfloat16"),
-    best of repeated runs over about `seconds` after a warm-up."""
-    import tensorflow as tf
+    from the best of 5 timed runs."""
+    from t2t_repro.precision import matmul_seconds
 
-    a = tf.cast(tf.random.normal([size, size]), dtype)
-    b = tf.cast(tf.random.normal([size, size]), dtype)
-    multiply = tf.function(lambda x, y: tf.reduce_sum(
-        tf.cast(tf.matmul(x, y)[0, 0], tf.float32)))
-    multiply(a, b).numpy()
-    best, spent = float("inf"), 0.0
-    while spent < seconds:
-        start = time.perf_counter()
-        multiply(a, b).numpy()
-        elapsed = time.perf_counter() - start
-        best, spent = min(best, elapsed), spent + elapsed
-    return 2 * size ** 3 / best / 1e9
+    return 2 * size ** 3 / matmul_seconds(dtype, size) / 1e9
 
 
 def matmul_ceiling(sizes=(1024, 2048, 4096)):

@@ -18,7 +18,9 @@ PRECISIONS = ("auto", "none", "bf16", "fp16")
 _REQUIRED_SPEEDUP = 1.3
 
 
-def _best_seconds(dtype, size=1024, repeats=5):
+def matmul_seconds(dtype, size=1024, repeats=5):
+    """Best of `repeats` timings of a `size`^3 matmul in `dtype` (a
+    TensorFlow dtype or its name), after a warm-up run."""
     import tensorflow as tf
 
     a = tf.cast(tf.random.stateless_normal([size, size], [1, 2]), dtype)
@@ -38,7 +40,7 @@ def bf16_matmul_speedup():
     import tensorflow as tf
 
     with tf.device("/CPU:0"):
-        return _best_seconds(tf.float32) / _best_seconds(tf.bfloat16)
+        return matmul_seconds(tf.float32) / matmul_seconds(tf.bfloat16)
 
 
 def resolve_precision(requested, model_dir=None):
