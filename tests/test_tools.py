@@ -43,10 +43,11 @@ def test_eval_cli_writes_hypotheses_scores_and_summaries(toy_run_dir,
                   f"--test_tgt={tmp_path}/test.en", "--target_lang=en",
                   f"--output_dir={tmp_path}/out")
     assert result.returncode == 0, result.stderr[-3000:]
-    with open(tmp_path / "out" / f"test.de.step{LEARNABLE_STEPS}.json") as handle:
+    output = f"{tmp_path}/out/test.de.step{LEARNABLE_STEPS}"
+    with open(output + ".json") as handle:
         scores = json.load(handle)
-    hypotheses = (tmp_path / "out" / f"test.de.step{LEARNABLE_STEPS}.hyp").read_text(
-    ).splitlines()
+    with open(output + ".hyp") as handle:
+        hypotheses = handle.read().splitlines()
     assert len(hypotheses) == 20
     expected = sacrebleu.corpus_bleu(hypotheses, [[t for _, t in pairs]])
     assert scores["sacrebleu"] == round(expected.score, 2)
