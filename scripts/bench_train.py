@@ -29,8 +29,10 @@ import time
 
 from absl import app, flags
 
-from t2t_repro import config as config_lib
-from t2t_repro.training_flags import define_training_flags
+from t2t_repro.cli.flags import (define_training_flags,
+                                 model_config_from_flags,
+                                 settings_from_flags)
+from t2t_repro.config import TrainingOptions
 
 define_training_flags()
 flags.DEFINE_list("precisions", ["none", "bf16"], "Precisions to compare.")
@@ -57,14 +59,13 @@ def step_flops(config, batch, source_length, target_length):
 
 
 def bench(precision, proto, pairs, model_dir):
-    from t2t_repro import distribution, train
+    from t2t_repro import distribution
     from t2t_repro.data import vocabulary
-    from t2t_repro.trainer import Trainer, TrainingOptions
+    from t2t_repro.trainer import Trainer
 
-    options = train.training_options()
-    options = TrainingOptions(**{**options.__dict__, "model_dir": model_dir,
-                                 "mixed_precision": precision})
-    config = config_lib.config_from_flags(vocabulary.vocab_size_of(proto))
+    options = settings_from_flags(TrainingOptions, model_dir=model_dir,
+                                  mixed_precision=precision)
+    config = model_config_from_flags(vocabulary.vocab_size_of(proto))
     strategy = distribution.make_strategy(1)
     trainer = Trainer(config, options, strategy, proto, pairs)
     dataset = strategy.distribute_datasets_from_function(trainer._dataset_fn)

@@ -17,13 +17,13 @@ from absl import app, flags
 flags.DEFINE_string("model_dir", None, "A t2t-train run.")
 flags.DEFINE_string("input", None, "Source sentences, one per line.")
 flags.DEFINE_integer("sentences", 1000, "How many input lines to translate.")
-flags.DEFINE_integer("batch_tokens", 4096, "Padded source tokens per batch.")
 flags.mark_flags_as_required(["model_dir", "input"])
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     del argv
+    from t2t_repro.config import DecodingOptions
     from t2t_repro.data.text_files import read_lines
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.translator import Translator
@@ -35,8 +35,8 @@ def main(argv):
     print(f"{checkpoint}: {len(sentences)} sentences")
     for beam_size in (1, 4):
         for jit_compile in (False, True):
-            translator = Translator(model, tokenizer, beam_size, 0.6,
-                                    FLAGS.batch_tokens, jit_compile)
+            translator = Translator(model, tokenizer, DecodingOptions(
+                beam_size=beam_size, jit_compile=jit_compile))
             for run in ("first", "second"):
                 start = time.perf_counter()
                 outputs = translator.translate(sentences)

@@ -8,6 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from t2t_repro.best_checkpoints import BestCheckpoints
+from t2t_repro.config import ConfigError
 from t2t_repro.model import Transformer
 from t2t_repro.run_files import (CONFIG_FILENAME,
                                  checkpoint_step, load_run, model_checkpoint,
@@ -19,9 +20,9 @@ def newest_checkpoints(model_dir, count):
     state = tf.train.get_checkpoint_state(model_dir)
     paths = list(state.all_model_checkpoint_paths) if state else []
     if len(paths) < count:
-        raise ValueError(f"{model_dir}: holds {len(paths)} checkpoint(s), "
-                         f"cannot average the last {count}; raise "
-                         "--keep_checkpoints when training")
+        raise ConfigError(f"{model_dir}: holds {len(paths)} checkpoint(s), "
+                          f"cannot average the last {count}; raise "
+                          "--keep_checkpoints when training")
     return paths[-count:]
 
 
@@ -38,7 +39,7 @@ def average_checkpoints(model_dir, output_dir, num_checkpoints,
     elif select == "last":
         paths = newest_checkpoints(model_dir, num_checkpoints)
     else:
-        raise ValueError(f"select must be 'last' or 'best', got {select!r}")
+        raise ConfigError(f"select must be 'last' or 'best', got {select!r}")
     config, _, _ = load_run(model_dir, paths[-1])
     model = Transformer(config, name="transformer")
     checkpoint = model_checkpoint(model)

@@ -13,6 +13,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from t2t_repro.config import ConfigError
 from t2t_repro.files import write_atomically
 
 BEST_DIRNAME = "best"
@@ -124,7 +125,7 @@ class BestCheckpoints:
     def best_paths(self, count):
         """Paths of the `count` best kept checkpoints, best first."""
         if len(self.best) < count:
-            raise ValueError(
+            raise ConfigError(
                 f"{self.directory}: holds {len(self.best)} best "
                 f"checkpoint(s), cannot average {count}; train with "
                 f"--keep_best={count} or more")

@@ -1,8 +1,15 @@
-"""Model hyper-parameters: one dataclass, and the absl flags that fill it."""
+"""Every setting of the pipeline, each written once.
+
+A setting is a dataclass field: its default and its help text live here and
+nowhere else. The command-line tools generate their flags from these fields
+(`t2t_repro/cli/flags.py`), so a flag's name, default and help are the
+field's. Three groups: `TransformerConfig` (the model's shape; saved as
+MODEL_DIR/config.json), `TrainingOptions` (how to train; MODEL_DIR/
+training.json) and `DecodingOptions` (how to translate). The module imports
+neither TensorFlow nor absl, so `--help` stays fast.
+"""
 
 import dataclasses
-
-from absl import flags
 
 # Fixed ids of the shared SentencePiece vocabulary (see data/vocabulary.py).
 PAD_ID = 0
@@ -11,22 +18,46 @@ BOS_ID = 2
 EOS_ID = 3
 
 
+class ConfigError(ValueError):
+    """Settings that cannot work together; the message names them."""
+
+
+def setting(default, help, **flag_options):  # noqa: A002 (absl's word)
+    """A dataclass field that is also a command-line flag.
+
+    `flag_options`: `choices` (an enum flag), `lower_bound`/`upper_bound`,
+    or `flag` (the flag's name, where it differs from the field's).
+    """
+    return dataclasses.field(default=default,
+                             metadata={"help": help, **flag_options})
+
+
+PRECISIONS = ("auto", "none", "bf16", "fp16")
+
+
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
     """Everything that determines the Transformer's shape and regularisation."""
 
-    vocab_size: int
-    d_model: int = 512
-    num_heads: int = 8
-    d_ff: int = 2048
-    num_encoder_layers: int = 6
-    num_decoder_layers: int = 6
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    relu_dropout: float = 0.0
-    position_encoding: str = "sinusoidal"
-    max_length: int = 256
-    pre_norm: bool = False
+    vocab_size: int = setting(
+        8000, "Shared source+target subword vocabulary size.")
+    d_model: int = setting(512, "Model width.")
+    num_heads: int = setting(8, "Attention heads h.")
+    d_ff: int = setting(2048, "Feed-forward inner width.")
+    num_encoder_layers: int = setting(
+        6, "Encoder layers (default: --num_layers).")
+    num_decoder_layers: int = setting(
+        6, "Decoder layers (default: --num_layers).")
+    dropout: float = setting(0.1, "Residual and embedding dropout.")
+    attention_dropout: float = setting(0.0, "Dropout on attention weights.")
+    relu_dropout: float = setting(
+        0.0, "Dropout inside the feed-forward network.")
+    position_encoding: str = setting(
+        "sinusoidal", "Position encoding.", choices=("sinusoidal", "learned"))
+    max_length: int = setting(
+        256, "Longest sequence in subword tokens (with EOS).")
+    pre_norm: bool = setting(
+        False, "Pre-norm residual blocks instead of the paper's post-norm.")
 
     def __post_init__(self):
         problems = []
@@ -51,72 +82,88 @@ class TransformerConfig:
             problems.append(f"position_encoding={self.position_encoding!r} "
                             "must be 'sinusoidal' or 'learned'")
         if problems:
-            raise ValueError("invalid Transformer config: " +
-                             "; ".join(problems))
+            raise ConfigError("invalid Transformer config: " +
+                              "; ".join(problems))
 
 
-def define_model_flags():
-    """Defines one flag per `TransformerConfig` field (idempotent)."""
-    if "d_model" in flags.FLAGS:
-        return
-    flags.DEFINE_integer("vocab_size", 8000,
-                         "Shared source+target subword vocabulary size.")
-    flags.DEFINE_integer("d_model", 512, "Model width.")
-    flags.DEFINE_integer("num_heads", 8, "Attention heads h.")
-    flags.DEFINE_integer("d_ff", 2048, "Feed-forward inner width.")
-    flags.DEFINE_integer("num_layers", 6,
-                         "Encoder and decoder layers N (each).")
-    flags.DEFINE_integer("num_encoder_layers", None,
-                         "Encoder layers, if not --num_layers.")
-    flags.DEFINE_integer("num_decoder_layers", None,
-                         "Decoder layers, if not --num_layers.")
-    flags.DEFINE_float("dropout", 0.1, "Residual and embedding dropout.")
-    flags.DEFINE_float("attention_dropout", 0.0,
-                       "Dropout on attention weights.")
-    flags.DEFINE_float("relu_dropout", 0.0,
-                       "Dropout inside the feed-forward network.")
-    flags.DEFINE_enum("position_encoding", "sinusoidal",
-                      ["sinusoidal", "learned"], "Position encoding.")
-    flags.DEFINE_integer("max_length", 256,
-                         "Longest sequence in subword tokens (with EOS).")
-    flags.DEFINE_bool("pre_norm", False,
-                      "Pre-norm residual blocks instead of the paper's "
-                      "post-norm.")
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions:
+    """How to train; the model's shape is in `TransformerConfig`.
+
+    `model_dir` has no flag of its own here: every tool shares one
+    --model_dir (cli/flags.py).
+    """
+
+    model_dir: str
+    train_steps: int = setting(100_000, "Optimizer updates to reach.",
+                               lower_bound=1)
+    batch_tokens: int = setting(
+        4096, "Global source+target tokens per micro-batch (padded).",
+        lower_bound=2)
+    accum_steps: int = setting(1, "Micro-batches summed per update.",
+                               lower_bound=1)
+    label_smoothing: float = setting(0.1, "Label smoothing epsilon_ls.",
+                                     lower_bound=0.0, upper_bound=0.999)
+    warmup_steps: int = setting(4000, "Learning-rate warm-up steps.",
+                                lower_bound=1)
+    learning_rate_scale: float = setting(
+        1.0, "Multiplier on the paper's learning-rate schedule.",
+        lower_bound=0.0)
+    weight_decay: float = setting(
+        0.0, "Decoupled weight decay (AdamW) on the weight matrices; "
+        "biases, LayerNorm and the embedding are not decayed. 0 is the "
+        "paper's plain Adam.", lower_bound=0.0)
+    subword_sampling: float = setting(
+        0.0, "Sample a new segmentation of each training sentence every "
+        "time it is read: the BPE-dropout rate for BPE vocabularies, the "
+        "smoothing alpha (over all segmentations) for unigram ones. 0 = "
+        "off; never used for evaluation or serving.",
+        lower_bound=0.0, upper_bound=1.0)
+    overlong: str = setting("drop", "What to do with pairs longer than "
+                            "--max_length.", choices=("drop", "truncate"))
+    shuffle_buffer: int = setting(100_000, "Sentence-pair shuffle buffer.",
+                                  lower_bound=1)
+    seed: int = setting(0, "Seed for initialisation, dropout and data "
+                        "order.")
+    checkpoint_every: int = setting(1000, "Steps between checkpoints.",
+                                    lower_bound=1)
+    keep_checkpoints: int = setting(5, "Checkpoints to keep.", lower_bound=1)
+    log_every: int = setting(100, "Steps between log lines.", lower_bound=1)
+    eval_every: int = setting(1000, "Steps between dev evaluations.",
+                              lower_bound=1)
+    dev_bleu_sentences: int = setting(
+        None, "Dev sentences translated (greedy) for the periodic BLEU; "
+        "default: all.", lower_bound=1)
+    keep_best: int = setting(
+        0, "Also keep this many checkpoints with the highest dev BLEU, in "
+        "MODEL_DIR/best/ (scores in best/scores.json).", lower_bound=0)
+    patience: int = setting(
+        0, "Stop after this many dev evaluations without a better BLEU; 0 "
+        "never stops early.", lower_bound=0)
+    jit_compile: bool = setting(False, "XLA-compile the training step.")
+    mixed_precision: str = setting(
+        "auto", "Compute dtype, with float32 weights: bf16, fp16 (with loss "
+        "scaling), none (float32), or auto: bf16 where this CPU's bf16 "
+        "matmuls measure faster (see t2t_repro/precision.py), else "
+        "float32.", choices=PRECISIONS)
+    allow_option_changes: bool = setting(
+        False, "Resume even if batch_tokens, accum_steps, seed, "
+        "shuffle_buffer, overlong, precision or the replica count changed "
+        "(the data order then differs from an uninterrupted run).")
 
 
-def config_from_flags(vocab_size=None):
-    """Builds the config from parsed flags; raises ValueError if invalid."""
-    f = flags.FLAGS
-    return TransformerConfig(
-        vocab_size=vocab_size or f.vocab_size, d_model=f.d_model,
-        num_heads=f.num_heads, d_ff=f.d_ff,
-        num_encoder_layers=f.num_encoder_layers or f.num_layers,
-        num_decoder_layers=f.num_decoder_layers or f.num_layers,
-        dropout=f.dropout, attention_dropout=f.attention_dropout,
-        relu_dropout=f.relu_dropout, position_encoding=f.position_encoding,
-        max_length=f.max_length, pre_norm=f.pre_norm)
+@dataclasses.dataclass(frozen=True)
+class DecodingOptions:
+    """How to translate: the paper's beam search by default."""
 
+    beam_size: int = setting(4, "Beam size (the paper: 4; 1 = greedy).",
+                             lower_bound=1)
+    alpha: float = setting(0.6, "Length penalty exponent of ((5 + length) "
+                           "/ 6) ** alpha (the paper: 0.6).", lower_bound=0.0)
+    batch_tokens: int = setting(4096, "Padded source tokens per decoding "
+                                "batch.", lower_bound=1,
+                                flag="decode_batch_tokens")
+    jit_compile: bool = setting(True, "XLA-compile the decoder (once per "
+                                "batch shape; faster even counting that).",
+                                flag="decode_jit_compile")
 
-def define_recipe_flags():
-    """Training-recipe flags that config files set next to the model's."""
-    if "label_smoothing" in flags.FLAGS:
-        return
-    flags.DEFINE_float("label_smoothing", 0.1, "Label smoothing epsilon_ls.",
-                       lower_bound=0.0, upper_bound=0.999)
-    flags.DEFINE_integer("warmup_steps", 4000, "Learning-rate warm-up steps.",
-                         lower_bound=1)
-    flags.DEFINE_float("learning_rate_scale", 1.0,
-                       "Multiplier on the paper's learning-rate schedule.",
-                       lower_bound=0.0)
-    flags.DEFINE_float("weight_decay", 0.0,
-                       "Decoupled weight decay (AdamW) on the weight "
-                       "matrices; biases, LayerNorm and the embedding are "
-                       "not decayed. 0 is the paper's plain Adam.",
-                       lower_bound=0.0)
-    flags.DEFINE_float("subword_sampling", 0.0,
-                       "Sample a new segmentation of each training sentence "
-                       "every time it is read: the BPE-dropout rate for "
-                       "BPE vocabularies, the smoothing alpha (over all "
-                       "segmentations) for unigram ones. 0 = off; never "
-                       "used for evaluation or serving.",
-                       lower_bound=0.0, upper_bound=1.0)

@@ -4,6 +4,7 @@ import re
 
 import sacrebleu
 
+from t2t_repro.config import DecodingOptions
 from t2t_repro.decoding.translator import Translator
 
 # tensor2tensor's get_ende_bleu.sh: after Moses tokenization, hyphenated
@@ -59,13 +60,13 @@ def format_scores(scores):
             f"[{scores['tokenized_bleu_note']}]")
 
 
-def score_corpus(model, tokenizer, corpus, beam_size=4, alpha=0.6,
-                 batch_tokens=4096, jit_compile=True, progress=False):
+def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(),
+                 progress=False):
     """Translates a `Corpus` and returns (hypotheses, references, scores)."""
     pairs = list(corpus.pairs().as_numpy_iterator())
     sources = [s.decode("utf-8") for s, _ in pairs]
     references = [t.decode("utf-8") for _, t in pairs]
-    hypotheses = Translator(model, tokenizer, beam_size, alpha, batch_tokens,
-                            jit_compile).translate(sources, progress=progress)
+    hypotheses = Translator(model, tokenizer, decoding).translate(
+        sources, progress=progress)
     return hypotheses, references, score_translations(
         hypotheses, references, corpus.target_lang)

@@ -12,7 +12,9 @@ import time
 
 from absl import logging
 
-PRECISIONS = ("auto", "none", "bf16", "fp16")
+# Keras dtype policy of each resolved --mixed_precision value.
+POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
+            "fp16": "mixed_float16"}
 # bf16 must beat fp32 matmuls by this much: the rest of a training step
 # (casts, float32 softmax/LayerNorm/loss) gains less than the matmuls.
 _REQUIRED_SPEEDUP = 1.3
@@ -44,7 +46,7 @@ def bf16_matmul_speedup():
 
 
 def resolve_precision(requested, model_dir=None):
-    """"none", "bf16" or "fp16" for `requested` (one of PRECISIONS).
+    """"none", "bf16" or "fp16" for `requested` (one of config.PRECISIONS).
 
     "auto" keeps the choice a run in `model_dir` started with, so that a
     resumed run does not switch precision on a machine near the threshold.

@@ -6,7 +6,7 @@ import os
 
 import tensorflow as tf
 
-from t2t_repro.config import TransformerConfig
+from t2t_repro.config import ConfigError, TransformerConfig
 from t2t_repro.data.vocabulary import SPM_MODEL_FILENAME, load_sentencepiece
 from t2t_repro.files import write_atomically
 
@@ -28,7 +28,7 @@ def save_run_config(model_dir, config):
             changed = {k: (v, saved[k])
                        for k, v in dataclasses.asdict(previous).items()
                        if saved[k] != v}
-            raise ValueError(
+            raise ConfigError(
                 f"{path}: this run was trained with a different model "
                 f"config; changed (old, new): {changed}. Use a new "
                 "--model_dir or the original flags.")
@@ -42,7 +42,7 @@ def save_vocabulary(model_dir, vocab_proto):
     path = vocab_path(model_dir)
     if tf.io.gfile.exists(path):
         if load_sentencepiece(path) != vocab_proto:
-            raise ValueError(f"{path}: this run has a different "
+            raise ConfigError(f"{path}: this run has a different "
                              "SentencePiece vocabulary")
         return
     write_atomically(path, vocab_proto)
@@ -69,7 +69,7 @@ def save_training_options(model_dir, options, replicas,
                    for k in DATA_ORDER_OPTIONS
                    if k in previous and previous[k] != values[k]}
         if changed:
-            raise ValueError(
+            raise ConfigError(
                 f"{os.path.join(model_dir, TRAINING_OPTIONS_FILENAME)}: "
                 "resuming with other data-order options would not continue "
                 f"the same run; changed (old, new): {changed}. Use the "

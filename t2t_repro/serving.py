@@ -5,11 +5,15 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from t2t_repro.config import PAD_ID
+from t2t_repro.config import PAD_ID, DecodingOptions
 from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.decoding.beam_search import beam_search, best_translation_fn
 from t2t_repro.run_files import checkpoint_step, load_trained_model
+
+# serving_default is not XLA-compiled unless asked: TF Serving runs XLA
+# only with --xla_cpu_compilation_enabled=true.
+SERVING_DECODING = DecodingOptions(jit_compile=False)
 
 
 def n_best_translations(model, source_ids, beam_size, alpha):
@@ -37,13 +41,12 @@ class TranslationModule(tf.Module):
     Args:
         model: a trained `Transformer`.
         vocab_proto: the run's serialized SentencePiece model.
-        beam_size, alpha: serving_default's decoder (1 = greedy).
-        jit_compile: XLA-compile serving_default's decoder. TF Serving
-            then needs `--xla_cpu_compilation_enabled=true`.
+        decoding: `DecodingOptions` of serving_default's decoder (beam 1 =
+            greedy); with `jit_compile`, TF Serving needs
+            `--xla_cpu_compilation_enabled=true`.
     """
 
-    def __init__(self, model, vocab_proto, beam_size=4, alpha=0.6,
-                 jit_compile=False):
+    def __init__(self, model, vocab_proto, decoding=SERVING_DECODING):
         super().__init__(name="translation")
         # Only the model's variables are tracked, not the Keras model: saving
         # it would trace Keras' default float32 signature, which cannot call
@@ -55,9 +58,9 @@ class TranslationModule(tf.Module):
         self.tokenizer = make_tokenizer(vocab_proto)
         self.boundaries = tf.constant(bucket_boundaries(self.max_length),
                                       tf.int32)
-        best = best_translation_fn(beam_size, alpha)
+        best = best_translation_fn(decoding.beam_size, decoding.alpha)
         self._best = tf.function(lambda ids: best(model, ids),
-                                 jit_compile=jit_compile)
+                                 jit_compile=decoding.jit_compile)
         self._n_best = tf.function(
             lambda ids, k, a: n_best_translations(model, ids, k, a))
 
@@ -103,7 +106,7 @@ class TranslationModule(tf.Module):
 
 
 def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
-                       beam_size=4, alpha=0.6, jit_compile=False):
+                       decoding=SERVING_DECODING):
     """Writes `export_dir/<version>/` and returns its path."""
     model, proto, checkpoint = load_trained_model(model_dir, checkpoint)
     if version is None:
@@ -112,7 +115,7 @@ def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
     if tf.io.gfile.exists(path):
         raise FileExistsError(f"{path} exists; TF Serving versions are "
                               "immutable, give another --version")
-    module = TranslationModule(model, proto, beam_size, alpha, jit_compile)
+    module = TranslationModule(model, proto, decoding)
     # TF Serving polls export_dir and loads any new numeric directory: write
     # under a name it ignores, then rename, so it never sees half a model.
     partial = os.path.join(export_dir, f".{version}.partial")
@@ -121,5 +124,6 @@ def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
     tf.saved_model.save(module, partial, signatures=module.signatures())
     tf.io.gfile.rename(partial, path)
     logging.info("exported %s (beam %d, alpha %g%s) to %s", checkpoint,
-                 beam_size, alpha, ", XLA" if jit_compile else "", path)
+                 decoding.beam_size, decoding.alpha,
+                 ", XLA" if decoding.jit_compile else "", path)
     return path

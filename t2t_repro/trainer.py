@@ -16,10 +16,12 @@ from tensorboard.plugins.hparams import api as hparams_api
 
 from t2t_repro import distribution
 from t2t_repro.best_checkpoints import BestCheckpoints
+from t2t_repro.config import ConfigError, DecodingOptions
 from t2t_repro.data import pipeline
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.losses import smoothed_cross_entropy_stats
 from t2t_repro.model import Transformer
+from t2t_repro.precision import POLICIES, resolve_precision
 from t2t_repro.run_files import (model_checkpoint, save_run_config,
                                  save_training_options, save_vocabulary)
 from t2t_repro.schedule import TransformerSchedule, paper_adam
@@ -28,8 +30,6 @@ from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
 
 _SUM = tf.distribute.ReduceOp.SUM
 _SAMPLE_TRANSLATIONS = 5
-_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
-             "fp16": "mixed_float16"}
 
 
 @contextlib.contextmanager
@@ -42,34 +42,6 @@ def _global_dtype_policy(policy):
         yield
     finally:
         keras.mixed_precision.set_global_policy(previous)
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainingOptions:
-    """How to train; the model's shape is in `TransformerConfig`."""
-
-    model_dir: str
-    train_steps: int
-    batch_tokens: int = 4096
-    accum_steps: int = 1
-    label_smoothing: float = 0.1
-    warmup_steps: int = 4000
-    learning_rate_scale: float = 1.0
-    weight_decay: float = 0.0
-    subword_sampling: float = 0.0
-    overlong: str = "drop"
-    shuffle_buffer: int = 100_000
-    seed: int = 0
-    checkpoint_every: int = 1000
-    keep_checkpoints: int = 5
-    log_every: int = 100
-    eval_every: int = 1000
-    dev_bleu_sentences: int = None  # None: the whole dev set
-    keep_best: int = 0
-    patience: int = 0  # 0: no early stopping
-    jit_compile: bool = False
-    mixed_precision: str = "none"
-    allow_option_changes: bool = False
 
 
 @dataclasses.dataclass
@@ -95,6 +67,10 @@ class Trainer:
     def __init__(self, model_config, options, strategy, vocab_proto,
                  train_pairs, dev_pairs=None):
         self.config = model_config
+        # "auto" becomes the precision this run trains in (and records).
+        options = dataclasses.replace(
+            options, mixed_precision=resolve_precision(
+                options.mixed_precision, options.model_dir))
         self.options = options
         self.strategy = strategy
         self.train_pairs = train_pairs
@@ -116,7 +92,7 @@ class Trainer:
 
         pieces = vocab_size_of(vocab_proto)
         if model_config.vocab_size != pieces:
-            raise ValueError(
+            raise ConfigError(
                 f"model vocab_size={model_config.vocab_size} but the "
                 f"SentencePiece vocabulary has {pieces} pieces: the "
                 "decoder would emit ids the vocabulary cannot detokenize")
@@ -124,7 +100,7 @@ class Trainer:
         self._training_tokenizer = make_tokenizer(
             vocab_proto, sampling=options.subword_sampling)
         with strategy.scope():
-            with _global_dtype_policy(_POLICIES[options.mixed_precision]):
+            with _global_dtype_policy(POLICIES[options.mixed_precision]):
                 self.model = Transformer(model_config, name="transformer")
             self.schedule = TransformerSchedule(
                 model_config.d_model, options.warmup_steps,
@@ -435,8 +411,8 @@ class Trainer:
         sources = [s.decode("utf-8") for s, _ in pairs]
         references = [t.decode("utf-8") for _, t in pairs]
         if self._dev_translator is None:
-            self._dev_translator = Translator(self.model, self.tokenizer,
-                                              beam_size=1)
+            self._dev_translator = Translator(
+                self.model, self.tokenizer, DecodingOptions(beam_size=1))
         return sources, references, self._dev_translator.translate(sources)
 
     def dev_bleu(self, hypotheses, references):

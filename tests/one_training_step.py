@@ -13,9 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_repro import distribution
-from t2t_repro.config import TransformerConfig
+from t2t_repro.config import TrainingOptions, TransformerConfig
 from t2t_repro.data.vocabulary import vocab_size_of
-from t2t_repro.trainer import Trainer, TrainingOptions
+from t2t_repro.trainer import Trainer
 from vocab_for_tests import tiny_vocab
 
 GLOBAL_BATCH = 8
@@ -44,7 +44,8 @@ def one_step(strategy, model_dir, micro_batches, **options):
                                dropout=0.0)
     options = TrainingOptions(model_dir=model_dir, train_steps=1,
                               warmup_steps=1, learning_rate_scale=0.1,
-                              accum_steps=len(micro_batches), **options)
+                              accum_steps=len(micro_batches),
+                              **{"mixed_precision": "none", **options})
     trainer = Trainer(config, options, strategy, tiny_vocab(), None)
     dataset_options = tf.data.Options()
     dataset_options.experimental_distribute.auto_shard_policy = (

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from processes import TESTS, run_python
+from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.run_files import load_trained_model
@@ -107,13 +108,13 @@ def test_n_best_signature(exported):
 def test_xla_export_gives_the_same_translations(
         toy_run_dir, checkpoint_translations, tmp_path):
     path = export_saved_model(toy_run_dir, str(tmp_path), version=7,
-                              jit_compile=True)
+                              decoding=DecodingOptions(jit_compile=True))
     result = _load_in_fresh_process("tf2", path, SENTENCES)
     assert result["translations"] == checkpoint_translations[0]
 
 
 def _translate_cli(*flags, stdin=None):
-    return run_python(["-m", "t2t_repro.translate", "--progress=false",
+    return run_python(["-m", "t2t_repro.cli.translate", "--progress=false",
                        *flags], stdin=stdin)
 
 

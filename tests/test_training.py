@@ -17,12 +17,13 @@ from margins import teacher_forced_margins
 from one_training_step import global_batch, one_step
 from processes import REPO, TESTS, quiet_environment, run_python
 from shared_data import multi30k
-from t2t_repro.config import TransformerConfig
+from t2t_repro.config import (DecodingOptions, TrainingOptions,
+                              TransformerConfig)
 from t2t_repro.data import text_files
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.run_files import load_trained_model
-from t2t_repro.trainer import Trainer, TrainingOptions
+from t2t_repro.trainer import Trainer
 from toy_run import SMALL, toy_pairs, toy_trainer as _trainer
 from vocab_for_tests import tiny_vocab
 
@@ -151,8 +152,9 @@ def test_mixed_precision_trains_decodes_and_counts_skipped_steps(
     # Models built afterwards are float32 again.
     assert keras.mixed_precision.global_policy().name == "float32"
     for beam_size in (1, 4):
-        translation, = Translator(trainer.model, trainer.tokenizer,
-                                  beam_size).translate(["ein hund läuft"])
+        translation, = Translator(
+            trainer.model, trainer.tokenizer,
+            DecodingOptions(beam_size=beam_size)).translate(["ein hund läuft"])
         assert isinstance(translation, str)
     resumed = _trainer(tmp_path / precision, 12, mixed_precision=precision)
     assert resumed.step == 12
@@ -190,7 +192,7 @@ def test_changed_model_flags_do_not_resume_silently(tmp_path):
     other = TransformerConfig(**{**SMALL.__dict__, "d_model": 32})
     with pytest.raises(ValueError, match="different model config"):
         Trainer(other, TrainingOptions(model_dir=str(tmp_path / "run"),
-                                       train_steps=2),
+                                       train_steps=2, mixed_precision="none"),
                 tf.distribute.MirroredStrategy(), tiny_vocab(), toy_pairs())
 
 
@@ -206,7 +208,7 @@ def test_changed_data_order_options_do_not_resume_silently(tmp_path):
 
 
 def _train_cli(*flags, timeout=600):
-    return run_python(["-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
+    return run_python(["-m", "t2t_repro.cli.train", "--flagfile=flags/tiny.cfg",
                        *flags], timeout=timeout)
 
 
@@ -261,7 +263,7 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
              f"--test_src={tmp_path}/test.en",
              f"--test_tgt={tmp_path}/test.de"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "t2t_repro.train", "--flagfile=flags/tiny.cfg",
+        [sys.executable, "-m", "t2t_repro.cli.train", "--flagfile=flags/tiny.cfg",
          *flags], cwd=REPO, env=quiet_environment(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
@@ -296,7 +298,7 @@ def test_the_toy_run_learns_every_pair_with_a_margin(toy_run_dir):
         model, tokenizer.tokenize(sources).to_tensor(),
         tokenizer.tokenize(targets).to_tensor().numpy())
     assert margins.min() > 1.0, np.sort(margins)[:5]
-    assert Translator(model, tokenizer, beam_size=1).translate(
+    assert Translator(model, tokenizer, DecodingOptions(beam_size=1)).translate(
         list(sources)) == list(targets)
 
 

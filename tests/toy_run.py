@@ -4,9 +4,9 @@ import dataclasses
 
 import tensorflow as tf
 
-from t2t_repro.config import TransformerConfig
+from t2t_repro.config import TrainingOptions, TransformerConfig
 from t2t_repro.data.vocabulary import vocab_size_of
-from t2t_repro.trainer import Trainer, TrainingOptions
+from t2t_repro.trainer import Trainer
 from vocab_for_tests import tiny_vocab
 
 SMALL = TransformerConfig(vocab_size=vocab_size_of(tiny_vocab()), d_model=16,
@@ -34,7 +34,7 @@ def toy_trainer(model_dir, steps, config=SMALL, **overrides):
         "model_dir": str(model_dir), "train_steps": steps,
         "batch_tokens": 128, "warmup_steps": 5, "checkpoint_every": 5,
         "log_every": 5, "eval_every": 1000, "shuffle_buffer": 64, "seed": 3,
-        **overrides})
+        "mixed_precision": "none", **overrides})
     return Trainer(config, options, tf.distribute.MirroredStrategy(),
                    tiny_vocab(), toy_pairs())
 

@@ -3,12 +3,9 @@
 import dataclasses
 import itertools
 
-from absl import flags, logging
+from absl import logging
 
 from t2t_repro.data import text_files, tfds_source
-
-_SPLITS = ("train", "dev", "test")
-
 
 @dataclasses.dataclass(frozen=True)
 class Corpus:
@@ -54,50 +51,3 @@ class Corpus:
                 if text.strip():
                     sentences.append(text)
         return sentences
-
-
-def define_data_flags():
-    """Flags naming the train/dev/test data (idempotent)."""
-    if "train_src" in flags.FLAGS:
-        return
-    for split in _SPLITS:
-        flags.DEFINE_string(f"{split}_src", None,
-                            f"{split} source text file, one sentence a line "
-                            "(.gz allowed).")
-        flags.DEFINE_string(f"{split}_tgt", None,
-                            f"{split} target text file, line-aligned with "
-                            f"--{split}_src.")
-    flags.DEFINE_string("tfds_name", None,
-                        "TFDS translation builder, e.g. wmt14_translate/de-en"
-                        " (used for splits without text files).")
-    flags.DEFINE_string("tfds_train_split", "train", "TFDS training split.")
-    flags.DEFINE_string("tfds_dev_split", "validation", "TFDS dev split.")
-    flags.DEFINE_string("tfds_test_split", "test", "TFDS test split.")
-    flags.DEFINE_string("source_lang", "en",
-                        "Source language code (TFDS direction).")
-    flags.DEFINE_string("target_lang", "de", "Target language code (TFDS "
-                        "direction; tokenizer of tokenized BLEU).")
-    flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory.")
-    flags.DEFINE_string("tfds_manual_dir", None,
-                        "Directory of manually downloaded TFDS archives.")
-    for split in _SPLITS:
-        flags.register_multi_flags_validator(
-            [f"{split}_src", f"{split}_tgt"],
-            lambda values: len({v is None for v in values.values()}) == 1,
-            message=f"--{split}_src and --{split}_tgt go together")
-
-
-def corpus_from_flags(split):
-    """The `Corpus` for "train", "dev" or "test", or None if not given."""
-    f = flags.FLAGS
-    if getattr(f, f"{split}_src"):
-        return Corpus(source_path=getattr(f, f"{split}_src"),
-                      target_path=getattr(f, f"{split}_tgt"),
-                      source_lang=f.source_lang, target_lang=f.target_lang)
-    if f.tfds_name:
-        return Corpus(tfds_name=f.tfds_name,
-                      tfds_split=getattr(f, f"tfds_{split}_split"),
-                      source_lang=f.source_lang, target_lang=f.target_lang,
-                      tfds_data_dir=f.tfds_data_dir,
-                      tfds_manual_dir=f.tfds_manual_dir)
-    return None

@@ -5,7 +5,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from t2t_repro.config import PAD_ID
+from t2t_repro.config import PAD_ID, DecodingOptions
 from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import tokenize_sources
 from t2t_repro.decoding.beam_search import best_translation_fn
@@ -41,26 +41,22 @@ class Translator:
     Args:
         model: a `Transformer`.
         tokenizer: the run's `tensorflow_text.SentencepieceTokenizer`.
-        beam_size: 1 decodes greedily (the paper: 4).
-        alpha: length penalty exponent (the paper: 0.6).
-        batch_tokens: padded source tokens per decoding batch.
-        jit_compile: compile the decoder with XLA.
+        decoding: `DecodingOptions` (beam size, alpha, batch size, XLA).
 
     Example:
         >>> Translator(model, tokenizer).translate(["A dog runs."])
         ['Ein Hund rennt.']
     """
 
-    def __init__(self, model, tokenizer, beam_size=4, alpha=0.6,
-                 batch_tokens=4096, jit_compile=True):
+    def __init__(self, model, tokenizer, decoding=DecodingOptions()):
         self.model = model
         self.tokenizer = tokenizer
-        self.batch_tokens = batch_tokens
+        self.batch_tokens = decoding.batch_tokens
         self.boundaries = bucket_boundaries(model.config.max_length)
-        decode = best_translation_fn(beam_size, alpha)
+        decode = best_translation_fn(decoding.beam_size, decoding.alpha)
         # `(ids [batch, length], scores [batch])` of padded source ids.
         self.decode_ids = tf.function(
-            lambda ids: decode(model, ids), jit_compile=jit_compile,
+            lambda ids: decode(model, ids), jit_compile=decoding.jit_compile,
             input_signature=[tf.TensorSpec([None, None], tf.int32)])
 
     def _padded_length(self, length):

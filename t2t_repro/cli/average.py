@@ -9,9 +9,12 @@ is a model_dir of its own (config, vocabulary, one checkpoint named after
 the newest step) that t2t-eval, t2t-translate and t2t-export take.
 """
 
-from absl import app, flags
+from absl import flags
 
-flags.DEFINE_string("model_dir", None, "The t2t-train run.")
+from t2t_repro.cli import common
+from t2t_repro.cli.flags import define_model_dir
+
+define_model_dir()
 flags.DEFINE_string("output_dir", None, "New model_dir for the average.")
 flags.DEFINE_integer("num_checkpoints", 5, "How many checkpoints to "
                      "average.", lower_bound=1)
@@ -27,16 +30,12 @@ def main(argv):
     del argv
     from t2t_repro.averaging import average_checkpoints
 
-    try:
-        saved = average_checkpoints(FLAGS.model_dir, FLAGS.output_dir,
-                                    FLAGS.num_checkpoints, FLAGS.select)
-    except (ValueError, FileNotFoundError, FileExistsError) as error:
-        raise app.UsageError(str(error)) from None
-    print(saved)
+    print(average_checkpoints(FLAGS.model_dir, FLAGS.output_dir,
+                              FLAGS.num_checkpoints, FLAGS.select))
 
 
 def run():
-    app.run(main)
+    common.run(main)
 
 
 if __name__ == "__main__":

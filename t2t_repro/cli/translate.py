@@ -10,13 +10,13 @@ the output keeps the input's order, one line per input line.
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
-from t2t_repro.decoding.decoding_flags import define_decoding_flags
+from t2t_repro.cli import common
+from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
+                                 define_decoding_flags)
 
-flags.DEFINE_string("model_dir", None, "A t2t-train or t2t-average run.")
-flags.DEFINE_string("checkpoint", None, "Checkpoint of --model_dir to use "
-                    "(default: the latest).")
+define_checkpoint()
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory, "
                     "instead of --model_dir.")
 flags.DEFINE_string("input", "-", "Source sentences, one per line (.gz "
@@ -36,15 +36,13 @@ FLAGS = flags.FLAGS
 class SavedModelTranslator:
     """Translates with an exported SavedModel's `translate` signature."""
 
-    def __init__(self, path, beam_size=4, alpha=0.6, batch_tokens=4096):
+    def __init__(self, path, decoding):
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  registers the SentencePiece ops
 
         self._tf = tf
         self._signature = tf.saved_model.load(path).signatures["translate"]
-        self.beam_size = beam_size
-        self.alpha = alpha
-        self.batch_tokens = batch_tokens
+        self.decoding = decoding
 
     def translate(self, sentences, progress=False):
         from t2t_repro.decoding.translator import (batches_by_length,
@@ -55,11 +53,11 @@ class SavedModelTranslator:
         lengths = [len(s.split()) + 1 for s in sentences]
         results = [None] * len(sentences)
         done = 0
-        for batch in batches_by_length(lengths, self.batch_tokens):
+        for batch in batches_by_length(lengths, self.decoding.batch_tokens):
             outputs = self._signature(
                 inputs=tf.constant([sentences[i] for i in batch]),
-                beam_size=tf.constant(self.beam_size),
-                alpha=tf.constant(self.alpha, tf.float32))
+                beam_size=tf.constant(self.decoding.beam_size),
+                alpha=tf.constant(self.decoding.alpha, tf.float32))
             for index, text in zip(batch,
                                    outputs["translations"][:, 0].numpy()):
                 results[index] = text.decode("utf-8")
@@ -71,28 +69,21 @@ class SavedModelTranslator:
 
 def make_translator():
     if FLAGS.saved_model:
-        return SavedModelTranslator(FLAGS.saved_model, FLAGS.beam_size,
-                                    FLAGS.alpha, FLAGS.decode_batch_tokens)
+        return SavedModelTranslator(FLAGS.saved_model, decoding_from_flags())
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.translator import Translator
     from t2t_repro.run_files import load_trained_model
 
     model, proto, _ = load_trained_model(FLAGS.model_dir, FLAGS.checkpoint)
-    return Translator(model, make_tokenizer(proto), FLAGS.beam_size,
-                      FLAGS.alpha, FLAGS.decode_batch_tokens,
-                      FLAGS.decode_jit_compile)
+    return Translator(model, make_tokenizer(proto), decoding_from_flags())
 
 
 def main(argv):
     del argv
-    from t2t_repro.data import DataError
     from t2t_repro.data.text_files import STDIN, read_lines
 
-    try:
-        sentences = read_lines(FLAGS.input)
-        translator = make_translator()
-    except (DataError, FileNotFoundError) as error:
-        raise app.UsageError(str(error)) from None
+    sentences = read_lines(FLAGS.input)
+    translator = make_translator()
     translations = translator.translate(sentences, progress=FLAGS.progress)
     text = "".join(t + "\n" for t in translations)
     if FLAGS.output == STDIN:
@@ -103,7 +94,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    common.run(main)
 
 
 if __name__ == "__main__":

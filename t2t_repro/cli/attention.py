@@ -11,10 +11,11 @@ head (columns), subword pieces on the axes, each row a query position.
 
 from absl import app, flags
 
-from t2t_repro.decoding.decoding_flags import define_decoding_flags
+from t2t_repro.cli import common
+from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
+                                 define_decoding_flags)
 
-flags.DEFINE_string("model_dir", None, "A t2t-train or t2t-average run.")
-flags.DEFINE_string("checkpoint", None, "Checkpoint (default: the latest).")
+define_checkpoint()
 flags.DEFINE_string("sentence", None, "Source sentence to translate.")
 flags.DEFINE_string("layers", "", "Comma-separated layer indices (default: "
                     "all).")
@@ -24,6 +25,7 @@ flags.DEFINE_string("output_prefix", "attention", "PNG path prefix.")
 define_decoding_flags()
 flags.mark_flags_as_required(["model_dir", "sentence"])
 FLAGS = flags.FLAGS
+
 
 def _parse_indices(text, count, name):
     if not text:
@@ -45,8 +47,8 @@ def main(argv):
                                          plot_attention, translation_ids)
 
     model, proto, _ = load_trained_model(FLAGS.model_dir, FLAGS.checkpoint)
-    translator = Translator(model, make_tokenizer(proto), FLAGS.beam_size,
-                            FLAGS.alpha)
+    translator = Translator(model, make_tokenizer(proto),
+                            decoding_from_flags())
     output = translation_ids(translator, FLAGS.sentence)
     maps = attention_maps(model, translator.tokenizer, FLAGS.sentence, output)
     heads = _parse_indices(FLAGS.heads, model.config.num_heads, "heads")
@@ -62,7 +64,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    common.run(main)
 
 
 if __name__ == "__main__":

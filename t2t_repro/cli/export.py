@@ -8,13 +8,15 @@ signature maps `inputs` (tf.string [batch]) to `translations` and `scores`;
 tokenization and detokenization are tensorflow-text ops in the graph.
 """
 
-from absl import app, flags
+import dataclasses
 
-from t2t_repro.decoding.decoding_flags import define_decoding_flags
+from absl import flags
 
-flags.DEFINE_string("model_dir", None, "A t2t-train or t2t-average run.")
-flags.DEFINE_string("checkpoint", None, "Checkpoint to export (default: the "
-                    "run's latest).")
+from t2t_repro.cli import common
+from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
+                                 define_decoding_flags)
+
+define_checkpoint()
 flags.DEFINE_string("export_dir", None, "Base directory of the model's "
                     "versions.")
 flags.DEFINE_integer("version", None, "Version subdirectory (default: the "
@@ -30,21 +32,16 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv
-    from t2t_repro.data import DataError
     from t2t_repro.serving import export_saved_model
 
-    try:
-        path = export_saved_model(
-            FLAGS.model_dir, FLAGS.export_dir, FLAGS.version,
-            FLAGS.checkpoint, FLAGS.beam_size, FLAGS.alpha,
-            FLAGS.export_jit_compile)
-    except (DataError, FileNotFoundError, FileExistsError) as error:
-        raise app.UsageError(str(error)) from None
-    print(path)
+    decoding = dataclasses.replace(decoding_from_flags(),
+                                   jit_compile=FLAGS.export_jit_compile)
+    print(export_saved_model(FLAGS.model_dir, FLAGS.export_dir,
+                             FLAGS.version, FLAGS.checkpoint, decoding))
 
 
 def run():
-    app.run(main)
+    common.run(main)
 
 
 if __name__ == "__main__":

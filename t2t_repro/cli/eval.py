@@ -11,17 +11,18 @@ TensorBoard under model_dir/eval at the checkpoint's step.
 import json
 import os
 
-from absl import app, flags
+from absl import flags
 
-from t2t_repro.data import DataError, sources
-from t2t_repro.decoding.decoding_flags import define_decoding_flags
-from t2t_repro.training_flags import define_training_flags
+from t2t_repro.cli import common
+from t2t_repro.cli.flags import (corpus_from_flags, decoding_from_flags,
+                                 define_checkpoint, define_decoding_flags,
+                                 define_training_flags)
+from t2t_repro.data import DataError
 
 define_training_flags()  # the run's --flagfile and --model_dir
 define_decoding_flags()
+define_checkpoint()
 flags.mark_flag_as_required("model_dir")
-flags.DEFINE_string("checkpoint", None, "Checkpoint to evaluate (default: "
-                    "the run's latest).")
 flags.DEFINE_string("output_dir", None, "Where hypotheses and scores go "
                     "(default: MODEL_DIR/eval).")
 
@@ -54,19 +55,14 @@ def main(argv):
     from t2t_repro.evaluation import format_scores, score_corpus
     from t2t_repro.run_files import checkpoint_step, load_trained_model
 
-    corpus = sources.corpus_from_flags("test")
+    corpus = corpus_from_flags("test")
     if corpus is None:
-        raise app.UsageError("give --test_src/--test_tgt or --tfds_name")
-    try:
-        model, proto, checkpoint = load_trained_model(FLAGS.model_dir,
-                                                      FLAGS.checkpoint)
-        hypotheses, _, scores = score_corpus(
-            model, make_tokenizer(proto), corpus, FLAGS.beam_size,
-            FLAGS.alpha, FLAGS.decode_batch_tokens,
-            FLAGS.decode_jit_compile,
-            progress=True)
-    except (DataError, FileNotFoundError) as error:
-        raise app.UsageError(str(error)) from None
+        raise DataError("give --test_src/--test_tgt or --tfds_name")
+    model, proto, checkpoint = load_trained_model(FLAGS.model_dir,
+                                                  FLAGS.checkpoint)
+    hypotheses, _, scores = score_corpus(
+        model, make_tokenizer(proto), corpus, decoding_from_flags(),
+        progress=True)
     step = checkpoint_step(checkpoint)
     test_name = os.path.basename(corpus.source_path or corpus.tfds_split)
     scores.update(checkpoint=checkpoint, step=step, test=test_name,
@@ -80,7 +76,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    common.run(main)
 
 
 if __name__ == "__main__":

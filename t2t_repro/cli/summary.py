@@ -3,10 +3,8 @@
     t2t-summary --flagfile=flags/base.cfg --vocab_size=37000
 """
 
-from absl import app
-
-from t2t_repro import config as config_lib
-from t2t_repro.training_flags import define_training_flags
+from t2t_repro.cli import common
+from t2t_repro.cli.flags import define_training_flags, model_config_from_flags
 
 define_training_flags()  # so every flagfile, e.g. flags/multi30k.cfg, parses
 
@@ -26,7 +24,7 @@ def main(argv):
     del argv
     from t2t_repro.model import Transformer  # keeps --help fast
 
-    model = Transformer(config_lib.config_from_flags(), name="transformer")
+    model = Transformer(model_config_from_flags(), name="transformer")
     print(f"{'layer':<52} {'weights':<34} {'params':>12}")
     for path, shapes, count in parameter_rows(model):
         shape_text = " ".join("x".join(map(str, s)) for s in shapes)
@@ -35,7 +33,7 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    common.run(main)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,91 @@
+"""What every command-line tool does around its `main`.
+
+- `--help` shows the tool's docstring and its own flags (absl lists only
+  the "key flags" of the main module, which for a console script is the
+  script wrapper: the tool's flags are registered as its key flags).
+- TensorFlow's C++ start-up lines (oneDNN, CUDA stubs, CPU feature guard)
+  are written before absl logging is initialised, so TF_CPP_MIN_LOG_LEVEL
+  does not hide them all: they are filtered out of stderr while TensorFlow
+  loads, unless the user asks for them with TF_CPP_MIN_LOG_LEVEL or
+  --verbosity >= 1.
+- Bad input (a `DataError`, `ConfigError`, missing or existing file) ends
+  the tool with one line naming the problem, never a traceback.
+"""
+
+import os
+import re
+import sys
+import tempfile
+
+from absl import app, flags
+
+from t2t_repro.config import ConfigError
+from t2t_repro.data import DataError
+
+FLAGS = flags.FLAGS
+# Errors that describe the user's input, not a bug.
+USER_ERRORS = (app.UsageError, DataError, ConfigError, FileNotFoundError,
+               FileExistsError)
+# Start-up lines TensorFlow writes to stderr whatever the log level.
+_START_UP_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog|port\.cc:.*oneDNN|"
+    r"cudart_stub\.cc|cpu_feature_guard\.cc|To enable the following "
+    r"instructions|cuda_platform\.cc|cuda_executor\.cc|cuda_dnn\.cc|"
+    r"cuda_fft\.cc|cuda_blas\.cc|Unable to register cu|computation_placer|"
+    r"absl::InitializeLog\(\) is called")
+
+
+def _register_key_flags():
+    """Makes the package's flags the main module's key flags."""
+    main_module = sys.argv[0]
+    for module, module_flags in FLAGS.flags_by_module_dict().items():
+        if module.startswith("t2t_repro"):
+            for flag in module_flags:
+                FLAGS.register_key_flag_for_module(main_module, flag)
+
+
+def wants_tensorflow_logs():
+    return "TF_CPP_MIN_LOG_LEVEL" in os.environ or FLAGS.verbosity >= 1
+
+
+def import_tensorflow_quietly():
+    """Imports TensorFlow (and finds its devices) with its start-up lines
+    dropped from stderr; any other line it writes is passed on."""
+    if "tensorflow" in sys.modules or wants_tensorflow_logs():
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            # The CUDA platform reports itself when devices are listed.
+            tf.config.list_physical_devices()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode(errors="replace").splitlines():
+                if not _START_UP_NOISE.search(line):
+                    print(line, file=sys.stderr)
+
+
+def run(main):
+    """`app.run(main)` with the tool's flags in --help, TensorFlow's
+    start-up noise hidden and user errors as one line."""
+    doc = sys.modules[main.__module__].__doc__
+    sys.modules["__main__"].__doc__ = doc
+    _register_key_flags()
+
+    def main_with_one_line_errors(argv):
+        import_tensorflow_quietly()
+        try:
+            return main(argv)
+        except USER_ERRORS as error:
+            sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: "
+                             f"{error or type(error).__name__}\n")
+            sys.exit(2)
+
+    app.run(main_with_one_line_errors)
