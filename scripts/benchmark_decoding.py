@@ -27,9 +27,9 @@ def main(argv):
     from t2t_repro.data.text_files import read_lines
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.translator import Translator
-    from t2t_repro.run_files import load_trained_model
+    from t2t_repro.checkpoints import RunDir
 
-    model, proto, checkpoint = load_trained_model(FLAGS.model_dir)
+    model, proto, checkpoint = RunDir(FLAGS.model_dir).load_model()
     tokenizer = make_tokenizer(proto)
     sentences = read_lines(FLAGS.input)[:FLAGS.sentences]
     print(f"{checkpoint}: {len(sentences)} sentences")

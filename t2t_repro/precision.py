@@ -53,11 +53,11 @@ def resolve_precision(requested, model_dir=None):
     """
     import tensorflow as tf
 
-    from t2t_repro.run_files import load_training_options
+    from t2t_repro.checkpoints import RunDir
 
     if requested != "auto":
         return requested
-    started = load_training_options(model_dir) if model_dir else None
+    started = RunDir(model_dir).load_training_options() if model_dir else None
     if started:
         return started["mixed_precision"]
     if tf.config.list_physical_devices("GPU"):

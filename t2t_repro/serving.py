@@ -9,7 +9,7 @@ from t2t_repro.config import PAD_ID, DecodingOptions
 from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.decoding.beam_search import beam_search, best_translation_fn
-from t2t_repro.run_files import checkpoint_step, load_trained_model
+from t2t_repro.checkpoints import RunDir, checkpoint_step
 
 # serving_default is not XLA-compiled unless asked: TF Serving runs XLA
 # only with --xla_cpu_compilation_enabled=true.
@@ -108,7 +108,7 @@ class TranslationModule(tf.Module):
 def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
                        decoding=SERVING_DECODING):
     """Writes `export_dir/<version>/` and returns its path."""
-    model, proto, checkpoint = load_trained_model(model_dir, checkpoint)
+    model, proto, checkpoint = RunDir(model_dir).load_model(checkpoint)
     if version is None:
         version = checkpoint_step(checkpoint)
     path = os.path.join(export_dir, str(version))

@@ -16,14 +16,13 @@ from tensorboard.plugins.hparams import api as hparams_api
 
 from t2t_repro import distribution
 from t2t_repro.best_checkpoints import BestCheckpoints
+from t2t_repro.checkpoints import RunDir, checkpoint_step, model_checkpoint
 from t2t_repro.config import ConfigError, DecodingOptions
 from t2t_repro.data import pipeline
 from t2t_repro.decoding.translator import Translator
 from t2t_repro.losses import smoothed_cross_entropy_stats
 from t2t_repro.model import Transformer
 from t2t_repro.precision import POLICIES, resolve_precision
-from t2t_repro.run_files import (model_checkpoint, save_run_config,
-                                 save_training_options, save_vocabulary)
 from t2t_repro.schedule import TransformerSchedule, paper_adam
 from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
                                      plot_attention, translation_ids)
@@ -76,17 +75,18 @@ class Trainer:
         self.train_pairs = train_pairs
         self.dev_pairs = dev_pairs
         self.is_chief = distribution.is_chief(strategy)
+        self.run_dir = RunDir(options.model_dir)
         # The signal that interrupted training, if one did.
         self.interrupted_by = None
         self._dev_translator = None
         if self.is_chief:
             # Before any restore, so a changed config is named, not reported
             # as a variable shape mismatch.
-            save_run_config(options.model_dir, model_config)
-            save_vocabulary(options.model_dir, vocab_proto)
-            save_training_options(options.model_dir, options,
-                                  strategy.num_replicas_in_sync,
-                                  options.allow_option_changes)
+            self.run_dir.save_config(model_config)
+            self.run_dir.save_vocabulary(vocab_proto)
+            self.run_dir.save_training_options(
+                options, strategy.num_replicas_in_sync,
+                options.allow_option_changes)
         keras.utils.set_random_seed(options.seed)
         from t2t_repro.data.vocabulary import make_tokenizer, vocab_size_of
 
@@ -126,17 +126,18 @@ class Trainer:
             self.model, optimizer=self.optimizer,
             global_step=self.global_step, train_seconds=self.train_seconds,
             tokens_seen=self.tokens_seen)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, self._checkpoint_dir(),
-            max_to_keep=options.keep_checkpoints, checkpoint_name="ckpt")
+        self.manager = self.run_dir.checkpoint_manager(
+            self.checkpoint, options.keep_checkpoints,
+            worker=None if self.is_chief else
+            strategy.cluster_resolver.task_id)
         restored = self.manager.restore_or_initialize()
         if restored:
             logging.info("resumed from %s at step %d", restored, self.step)
         # Every worker keeps the dev history (early stopping must agree);
         # only the chief keeps checkpoints.
         self.best = BestCheckpoints(
-            self._checkpoint_dir() if self.is_chief else
-            self._checkpoint_dir() + "_dev",
+            self.run_dir.path if self.is_chief else
+            self.manager.directory + "_dev",
             options.keep_best if self.is_chief else 0,
             model_checkpoint(self.model))
         self.best.forget_after(self.step)
@@ -147,18 +148,11 @@ class Trainer:
     def step(self):
         return int(self.global_step.numpy())
 
-    def _checkpoint_dir(self):
-        if self.is_chief:
-            return self.options.model_dir
-        # Non-chief workers must take part in saving, but not overwrite.
-        task_id = self.strategy.cluster_resolver.task_id
-        return os.path.join(self.options.model_dir, f".worker_{task_id}")
-
     def _writer(self, name):
         if not self.is_chief:
             return tf.summary.create_noop_writer()
         return tf.summary.create_file_writer(
-            os.path.join(self.options.model_dir, name))
+            self.run_dir.file(name))
 
     # Input -------------------------------------------------------------
 
@@ -319,14 +313,14 @@ class Trainer:
 
     def _save(self):
         self._update_train_seconds()
-        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(
-                f"ckpt-{self.step}"):
+        latest = self.manager.latest_checkpoint
+        if latest and checkpoint_step(latest) == self.step:
             return
         path = self.manager.save(checkpoint_number=self.step)
         if self.is_chief:
             logging.info("saved %s", path)
         else:
-            shutil.rmtree(self._checkpoint_dir(), ignore_errors=True)
+            shutil.rmtree(self.manager.directory, ignore_errors=True)
 
     def _log_interval(self, interval):
         totals = {name: float(np.sum([o[name].numpy()

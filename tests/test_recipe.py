@@ -1,7 +1,6 @@
 """Small-data recipe options: best checkpoints by dev BLEU, early stopping,
 subword sampling, decoupled weight decay, and their flags."""
 
-import json
 import os
 
 import numpy as np
@@ -10,12 +9,11 @@ import tensorflow as tf
 
 from processes import run_python
 from shared_data import multi30k
-from t2t_repro.averaging import average_checkpoints
+from t2t_repro.checkpoints import RunDir, model_checkpoint
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.data import pipeline, text_files
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
-from t2t_repro.run_files import load_trained_model, model_checkpoint
 from t2t_repro.schedule import TransformerSchedule, paper_adam
 from toy_run import SMALL, toy_pairs, toy_trainer
 from vocab_for_tests import tiny_vocab
@@ -45,8 +43,8 @@ def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
     scores = [1.0, 3.0, 2.0, 2.5, 4.0, 0.5]
     trainer = ScriptedBleuTrainer(run, 20, scores, keep_best=2)
     assert trainer.train() == 20
-    saved_at = {step: _weights(load_trained_model(
-        run, os.path.join(run, f"ckpt-{step}"))[0]) for step in (10, 20)}
+    saved_at = {step: _weights(RunDir(run).load_model(
+        os.path.join(run, f"ckpt-{step}"))[0]) for step in (10, 20)}
     best = BestCheckpoints(run)
     assert [(e["step"], e["bleu"]) for e in best.best] == [(10, 3.0),
                                                            (20, 2.5)]
@@ -83,16 +81,16 @@ def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
     minutes = [e["minutes"] for e in best.evaluations]
     assert minutes == sorted(minutes) and minutes[-1] > 0
 
-    output = average_checkpoints(run, str(tmp_path / "avg"), 2, "best")
+    output = RunDir(run).average(str(tmp_path / "avg"), 2, "best")
     assert output.endswith("ckpt-25")  # named after the best
-    averaged = _weights(load_trained_model(str(tmp_path / "avg"))[0])
-    pair = [_weights(load_trained_model(
-        run, os.path.join(run, "best", f"ckpt-{s}"))[0]) for s in (25, 10)]
+    averaged = _weights(RunDir(str(tmp_path / "avg")).load_model()[0])
+    pair = [_weights(RunDir(run).load_model(
+        os.path.join(run, "best", f"ckpt-{s}"))[0]) for s in (25, 10)]
     for got, a, b in zip(averaged, *pair):
         np.testing.assert_allclose(got, (a.astype(np.float64) + b) / 2,
                                    rtol=1e-6, atol=1e-7)
     with pytest.raises(ValueError, match="holds 2 best checkpoint"):
-        average_checkpoints(run, str(tmp_path / "avg3"), 3, "best")
+        RunDir(run).average(str(tmp_path / "avg3"), 3, "best")
 
 
 def test_early_stopping_after_patience_and_it_stays_stopped(tmp_path):
@@ -192,8 +190,8 @@ def test_train_cli_scores_the_average_of_the_last_checkpoints(tmp_path):
     result = run_python(common + ["--average_last=2"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"average of steps 3, 6 in {run}/average" in result.stdout
-    averaged = _weights(load_trained_model(str(run / "average"))[0])
-    pair = [_weights(load_trained_model(str(run), str(run / f"ckpt-{s}"))[0])
+    averaged = _weights(RunDir(str(run / "average")).load_model()[0])
+    pair = [_weights(RunDir(str(run)).load_model(str(run / f"ckpt-{s}"))[0])
             for s in (3, 6)]
     for got, a, b in zip(averaged, *pair):
         np.testing.assert_allclose(got, (a.astype(np.float64) + b) / 2,

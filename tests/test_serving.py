@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 
 from processes import TESTS, run_python
+from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.translator import Translator
-from t2t_repro.run_files import load_trained_model
 from t2t_repro.serving import export_saved_model
 from toy_run import LEARNABLE_STEPS
 
@@ -34,7 +34,7 @@ def exported(toy_run_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def checkpoint_translations(toy_run_dir):
-    model, proto, _ = load_trained_model(toy_run_dir)
+    model, proto, _ = RunDir(toy_run_dir).load_model()
     return Translator(model, make_tokenizer(proto)).translate_with_scores(
         SENTENCES)
 

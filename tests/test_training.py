@@ -17,12 +17,12 @@ from margins import teacher_forced_margins
 from one_training_step import global_batch, one_step
 from processes import REPO, TESTS, quiet_environment, run_python
 from shared_data import multi30k
+from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import (DecodingOptions, TrainingOptions,
                               TransformerConfig)
 from t2t_repro.data import text_files
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.translator import Translator
-from t2t_repro.run_files import load_trained_model
 from t2t_repro.trainer import Trainer
 from toy_run import SMALL, toy_pairs, toy_trainer as _trainer
 from vocab_for_tests import tiny_vocab
@@ -208,7 +208,8 @@ def test_changed_data_order_options_do_not_resume_silently(tmp_path):
 
 
 def _train_cli(*flags, timeout=600):
-    return run_python(["-m", "t2t_repro.cli.train", "--flagfile=flags/tiny.cfg",
+    return run_python(["-m", "t2t_repro.cli.train",
+                       "--flagfile=flags/tiny.cfg",
                        *flags], timeout=timeout)
 
 
@@ -263,7 +264,8 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
              f"--test_src={tmp_path}/test.en",
              f"--test_tgt={tmp_path}/test.de"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "t2t_repro.cli.train", "--flagfile=flags/tiny.cfg",
+        [sys.executable, "-m", "t2t_repro.cli.train",
+         "--flagfile=flags/tiny.cfg",
          *flags], cwd=REPO, env=quiet_environment(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
@@ -290,7 +292,7 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
 
 def test_the_toy_run_learns_every_pair_with_a_margin(toy_run_dir):
     # What tests that use the toy run (t2t-eval's BLEU) rely on.
-    model, proto, _ = load_trained_model(toy_run_dir)
+    model, proto, _ = RunDir(toy_run_dir).load_model()
     tokenizer = make_tokenizer(proto)
     sources, targets = zip(*[(s.decode(), t.decode())
                              for s, t in toy_pairs().as_numpy_iterator()])
@@ -298,8 +300,8 @@ def test_the_toy_run_learns_every_pair_with_a_margin(toy_run_dir):
         model, tokenizer.tokenize(sources).to_tensor(),
         tokenizer.tokenize(targets).to_tensor().numpy())
     assert margins.min() > 1.0, np.sort(margins)[:5]
-    assert Translator(model, tokenizer, DecodingOptions(beam_size=1)).translate(
-        list(sources)) == list(targets)
+    greedy = Translator(model, tokenizer, DecodingOptions(beam_size=1))
+    assert greedy.translate(list(sources)) == list(targets)
 
 
 def test_a_fresh_model_restores_every_trained_weight(tmp_path):
@@ -308,7 +310,7 @@ def test_a_fresh_model_restores_every_trained_weight(tmp_path):
     # test, because the optimizer also tracks the variables.
     trainer = _trainer(tmp_path / "run", 5)
     trainer.train()
-    restored, proto, checkpoint = load_trained_model(str(tmp_path / "run"))
+    restored, proto, checkpoint = RunDir(str(tmp_path / "run")).load_model()
     assert checkpoint.endswith("ckpt-5") and proto == tiny_vocab()
     assert len(restored.weights) == len(trainer.model.weights) > 20
     for want, got in zip(trainer.model.weights, restored.weights):

@@ -42,11 +42,11 @@ def main(argv):
     del argv
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.translator import Translator
-    from t2t_repro.run_files import load_trained_model
+    from t2t_repro.checkpoints import RunDir
     from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
                                          plot_attention, translation_ids)
 
-    model, proto, _ = load_trained_model(FLAGS.model_dir, FLAGS.checkpoint)
+    model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
     translator = Translator(model, make_tokenizer(proto),
                             decoding_from_flags())
     output = translation_ids(translator, FLAGS.sentence)

@@ -28,10 +28,10 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv
-    from t2t_repro.averaging import average_checkpoints
+    from t2t_repro.checkpoints import RunDir
 
-    print(average_checkpoints(FLAGS.model_dir, FLAGS.output_dir,
-                              FLAGS.num_checkpoints, FLAGS.select))
+    print(RunDir(FLAGS.model_dir).average(
+        FLAGS.output_dir, FLAGS.num_checkpoints, FLAGS.select))
 
 
 def run():

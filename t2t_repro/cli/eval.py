@@ -53,13 +53,13 @@ def main(argv):
     del argv
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.evaluation import format_scores, score_corpus
-    from t2t_repro.run_files import checkpoint_step, load_trained_model
+    from t2t_repro.checkpoints import RunDir, checkpoint_step
 
     corpus = corpus_from_flags("test")
     if corpus is None:
         raise DataError("give --test_src/--test_tgt or --tfds_name")
-    model, proto, checkpoint = load_trained_model(FLAGS.model_dir,
-                                                  FLAGS.checkpoint)
+    model, proto, checkpoint = RunDir(FLAGS.model_dir).load_model(
+        FLAGS.checkpoint)
     hypotheses, _, scores = score_corpus(
         model, make_tokenizer(proto), corpus, decoding_from_flags(),
         progress=True)

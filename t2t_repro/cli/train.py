@@ -6,9 +6,7 @@ Every hyper-parameter is a flag; `--flagfile=flags/...` gives the presets.
 Re-running the same command on an existing model_dir resumes it.
 """
 
-import os
 import sys
-import time
 
 from absl import flags, logging
 
@@ -22,35 +20,28 @@ from t2t_repro.data import DataError
 define_training_flags()
 flags.mark_flag_as_required("model_dir")
 FLAGS = flags.FLAGS
-_VOCAB_WAIT_SECONDS = 600
 
 
-def ensure_vocabulary(model_dir, corpus, is_chief):
-    """The run's SentencePiece proto, trained on the chief if missing."""
+def vocabulary_trainer(corpus):
+    """Writes a SentencePiece model of the flags' size and type, learned on
+    `corpus`, to the path it is given."""
     from t2t_repro.data import vocabulary
-    from t2t_repro.run_files import vocab_path
 
-    path = vocab_path(model_dir)
-    if not os.path.exists(path):
-        if is_chief:
-            os.makedirs(model_dir, exist_ok=True)
-            sentences = corpus.sentences(FLAGS.vocab_sample_pairs)
-            logging.info("training a %d-piece %s SentencePiece model on %d "
-                         "sentences", FLAGS.vocab_size, FLAGS.spm_model_type,
-                         len(sentences))
-            vocabulary.train_sentencepiece(
-                sentences, FLAGS.vocab_size, path,
-                model_type=FLAGS.spm_model_type, seed=FLAGS.seed)
-        else:
-            deadline = time.time() + _VOCAB_WAIT_SECONDS
-            while not os.path.exists(path) and time.time() < deadline:
-                time.sleep(1)
-    return vocabulary.load_sentencepiece(path)
+    def train(path):
+        sentences = corpus.sentences(FLAGS.vocab_sample_pairs)
+        logging.info("training a %d-piece %s SentencePiece model on %d "
+                     "sentences", FLAGS.vocab_size, FLAGS.spm_model_type,
+                     len(sentences))
+        vocabulary.train_sentencepiece(
+            sentences, FLAGS.vocab_size, path,
+            model_type=FLAGS.spm_model_type, seed=FLAGS.seed)
+    return train
 
 
 def main(argv):
     del argv
     from t2t_repro import distribution
+    from t2t_repro.checkpoints import RunDir, checkpoint_step
     from t2t_repro.data import pipeline, vocabulary
     from t2t_repro.trainer import Trainer
 
@@ -66,8 +57,9 @@ def main(argv):
     if dev_corpus is None and (FLAGS.keep_best or FLAGS.patience):
         raise DataError("--keep_best and --patience rank checkpoints by "
                         "dev BLEU: give --dev_src/--dev_tgt or --tfds_name")
-    proto = ensure_vocabulary(FLAGS.model_dir, train_corpus,
-                              distribution.is_chief(strategy))
+    run_dir = RunDir(FLAGS.model_dir)
+    proto = run_dir.ensure_vocabulary(vocabulary_trainer(train_corpus),
+                                      distribution.is_chief(strategy))
     pipeline.check_a_pair_fits(
         train_pairs, vocabulary.make_tokenizer(proto), FLAGS.max_length,
         FLAGS.overlong, train_corpus.source_path or FLAGS.tfds_name)
@@ -88,7 +80,10 @@ def main(argv):
 
         model, described = trainer.model, f"step {trainer.step}"
         if FLAGS.average_last > 1:
-            model, described = average_of_last(FLAGS.average_last)
+            average, paths = run_dir.average_of_last(FLAGS.average_last)
+            model, _, _ = average.load_model()
+            steps = ", ".join(str(checkpoint_step(p)) for p in paths)
+            described = f"average of steps {steps} in {average.path}"
         decoding = DecodingOptions()
         _, _, scores = score_corpus(model, trainer.tokenizer, test_corpus,
                                     decoding, progress=True)
@@ -96,28 +91,6 @@ def main(argv):
               f"{scores['sentences']} sentences, beam {decoding.beam_size}, "
               f"alpha {decoding.alpha}, {described}")
         print(format_scores(scores))
-
-
-def average_of_last(count):
-    """(model, description) of the average of the run's last `count`
-    checkpoints, written to MODEL_DIR/average (replaced when older)."""
-    import shutil
-
-    import tensorflow as tf
-
-    from t2t_repro.averaging import average_checkpoints, newest_checkpoints
-    from t2t_repro.run_files import checkpoint_step, load_trained_model
-
-    paths = newest_checkpoints(FLAGS.model_dir, count)
-    output_dir = os.path.join(FLAGS.model_dir, "average")
-    existing = tf.train.latest_checkpoint(output_dir)
-    if existing is None or checkpoint_step(existing) != checkpoint_step(
-            paths[-1]):
-        shutil.rmtree(output_dir, ignore_errors=True)
-        average_checkpoints(FLAGS.model_dir, output_dir, count)
-    model, _, _ = load_trained_model(output_dir)
-    steps = ", ".join(str(checkpoint_step(p)) for p in paths)
-    return model, f"average of steps {steps} in {output_dir}"
 
 
 def run():

@@ -72,9 +72,9 @@ def make_translator():
         return SavedModelTranslator(FLAGS.saved_model, decoding_from_flags())
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.translator import Translator
-    from t2t_repro.run_files import load_trained_model
+    from t2t_repro.checkpoints import RunDir
 
-    model, proto, _ = load_trained_model(FLAGS.model_dir, FLAGS.checkpoint)
+    model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
     return Translator(model, make_tokenizer(proto), decoding_from_flags())
 
 
