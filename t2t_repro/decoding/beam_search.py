@@ -66,9 +66,16 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
         best first). Hypotheses that ended with EOS rank before any that hit the
         length limit.
 
-    Example:
-        >>> ids, scores = beam_search(model, source_ids, beam_size=4)
-        >>> best = ids[:, 0]
+    Example (an untrained model: the shapes, not the words):
+        >>> from t2t_repro.config import TransformerConfig
+        >>> from t2t_repro.model import Transformer
+        >>> model = Transformer(TransformerConfig(
+        ...     vocab_size=20, d_model=16, num_heads=2, d_ff=32,
+        ...     num_encoder_layers=1, num_decoder_layers=1))
+        >>> ids, scores = beam_search(model, tf.constant([[5, 6, EOS_ID]]),
+        ...                           beam_size=4)
+        >>> ids.shape, scores.shape  # output limit: 3 source tokens + 50
+        (TensorShape([1, 4, 53]), TensorShape([1, 4]))
     """
     batch = tf.shape(source_ids)[0]
     length = max_decode_length(model, source_ids, extra_length)

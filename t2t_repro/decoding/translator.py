@@ -43,9 +43,11 @@ class Translator:
         tokenizer: the run's `tensorflow_text.SentencepieceTokenizer`.
         decoding: `DecodingOptions` (beam size, alpha, batch size, XLA).
 
-    Example:
-        >>> Translator(model, tokenizer).translate(["A dog runs."])
-        ['Ein Hund rennt.']
+    Usage, with a trained run (see `checkpoints.RunDir.load_model`)::
+
+        model, proto, _ = RunDir("runs/multi30k").load_model()
+        Translator(model, make_tokenizer(proto)).translate(["A dog runs."])
+        # -> ['Ein Hund rennt.']
     """
 
     def __init__(self, model, tokenizer, decoding=DecodingOptions()):

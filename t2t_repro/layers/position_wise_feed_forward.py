@@ -22,7 +22,7 @@ class PositionWiseFeedForward(keras.layers.Layer):
     Example:
     >>> ffn = PositionWiseFeedForward(d_model=512, d_ff=2048)
     >>> ffn(keras.ops.zeros([2, 10, 512])).shape
-    (2, 10, 512)
+    TensorShape([2, 10, 512])
     """
 
     def __init__(self, d_model, d_ff, dropout=0.0, **kwargs):
