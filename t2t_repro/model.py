@@ -8,17 +8,8 @@ import tensorflow as tf
 from t2t_repro import layers
 from t2t_repro.config import PAD_ID, TransformerConfig
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
-
-
-def padding_mask(ids):
-    """`[batch, length]` ids -> boolean `[batch, 1, 1, length]`, True = token."""
-    return tf.not_equal(ids, PAD_ID)[:, tf.newaxis, tf.newaxis, :]
-
-
-def causal_mask(length):
-    """Boolean `[1, 1, length, length]`: position i sees positions <= i."""
-    allowed = tf.linalg.band_part(tf.ones([length, length], tf.bool), -1, 0)
-    return allowed[tf.newaxis, tf.newaxis]
+from t2t_repro.layers.masks import (causal_mask, padding_mask,
+                                    positions_up_to)
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -28,7 +19,7 @@ class Transformer(keras.Model):
     `call((source_ids, target_input_ids))` returns logits; `encode` and
     `decode` run the halves separately, and `decode_step` runs the decoder
     one position at a time over a key/value cache (see
-    `initial_decode_cache`) for greedy and beam search.
+    `start_decoding`) for greedy and beam search.
 
     Shapes:
         source_ids: int `[batch, source_length]`, padded with PAD_ID (0).
@@ -138,53 +129,74 @@ class Transformer(keras.Model):
         return self.decode(target_input_ids, encoder_output, source_ids,
                            training=training)
 
-    def initial_decode_cache(self, encoder_output, max_decode_length):
-        """The caches `decode_step` needs: a dict of per-layer tuples.
+    @property
+    def max_positions(self):
+        """The longest sequence the position encoding allows (None: any)."""
+        if self.config.position_encoding == "learned":
+            return self.config.max_length
+        return None
 
-        "self": zeros `[batch, 2, heads, max_decode_length, d_k]` per layer;
-        "cross": each layer's projected encoder keys and values
-        `[batch, 2, heads, source_length, d_k]`. Separate tensors per layer,
-        so that a step rewrites each cache once and never restacks them.
+    # The decoders' contract: `start_decoding`, then `decode_step` once per
+    # position; beam search also calls `reorder_decode_cache`. The state is
+    # opaque to them.
+
+    def start_decoding(self, source_ids, max_decode_length, beams=1):
+        """Encodes `source_ids` and returns the state `decode_step` needs,
+        for `beams` hypotheses per sentence (row b * beams + k).
+
+        A dict of per-layer tuples: "self", zeros `[rows, 2, heads,
+        max_decode_length, d_k]`; "cross", the projected encoder keys and
+        values `[rows, 2, heads, source_length, d_k]`; and "source_mask".
+        Separate tensors per layer, so that a step rewrites each cache once
+        and never restacks them.
         """
         c = self.config
-        batch = tf.shape(encoder_output)[0]
-        shape = [batch, 2, c.num_heads, max_decode_length,
-                 c.d_model // c.num_heads]
+        encoder_output = self.encode(source_ids, training=False)
+        # Encoded and projected once per sentence, then copied per beam.
+        cross = tuple(
+            tf.repeat(layer.cross_attention.compute_cache(encoder_output),
+                      beams, axis=0)
+            for layer in self.decoder_layers)
+        shape = [tf.shape(source_ids)[0] * beams, 2, c.num_heads,
+                 max_decode_length, c.d_model // c.num_heads]
         return {
             "self": tuple(tf.zeros(shape, encoder_output.dtype)
                           for _ in self.decoder_layers),
-            "cross": tuple(
-                layer.cross_attention.compute_cache(encoder_output)
-                for layer in self.decoder_layers)}
+            "cross": cross,
+            "source_mask": padding_mask(tf.repeat(source_ids, beams,
+                                                  axis=0))}
 
-    def decode_step(self, token_ids, index, cache, source_mask):
+    def decode_step(self, token_ids, index, cache):
         """Decodes position `index` given the token there.
 
         Args:
-            token_ids: int `[batch, 1]`, the token at position `index`.
+            token_ids: int `[rows, 1]`, the token at position `index`.
             index: scalar int, the position being decoded.
-            cache: dict from `initial_decode_cache` (or a previous step).
-            source_mask: boolean `[batch, 1, 1, source_length]`.
+            cache: from `start_decoding` (or a previous step).
 
         Returns:
-            (logits `[batch, vocab]` for position index + 1, updated cache).
+            (logits `[rows, vocab]` for position index + 1, updated cache).
         """
         x = self.embed(token_ids, start_index=index, training=False)
-        max_length = tf.shape(cache["self"][0])[3]
-        self_mask = (tf.range(max_length) <= index)[
-            tf.newaxis, tf.newaxis, tf.newaxis, :]
+        self_mask = positions_up_to(index, tf.shape(cache["self"][0])[3])
         new_self_cache = []
         for layer, self_cache, cross_cache in zip(
                 self.decoder_layers, cache["self"], cache["cross"]):
             x, layer_cache = layer(
                 x, self_attention_mask=self_mask,
-                cross_attention_mask=source_mask,
+                cross_attention_mask=cache["source_mask"],
                 self_attention_cache=self_cache, cache_update_index=index,
                 cross_attention_cache=cross_cache, training=False)
             new_self_cache.append(layer_cache)
         logits = self.embedding.project(self._final_norm("decoder_norm", x))
-        return logits[:, 0], {"self": tuple(new_self_cache),
-                              "cross": cache["cross"]}
+        return logits[:, 0], {**cache, "self": tuple(new_self_cache)}
+
+    @staticmethod
+    def reorder_decode_cache(cache, rows):
+        """The state with row i taken from row `rows[i]` (a beam's parent);
+        the source side is the same for every beam of a sentence."""
+        return {**cache, "self": tuple(tf.gather(layer_cache, rows)
+                                       for layer_cache in cache["self"])}
 
     def get_config(self):
         return {"config": dataclasses.asdict(self.config), **{

@@ -8,22 +8,13 @@ from absl import logging
 from t2t_repro.config import PAD_ID, DecodingOptions
 from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
-from t2t_repro.decoding.beam_search import beam_search, best_translation_fn
+from t2t_repro.decoding.decoders import (best_translation_fn,
+                                        n_best_translations)
 from t2t_repro.checkpoints import RunDir, checkpoint_step
 
 # serving_default is not XLA-compiled unless asked: TF Serving runs XLA
 # only with --xla_cpu_compilation_enabled=true.
 SERVING_DECODING = DecodingOptions(jit_compile=False)
-
-
-def n_best_translations(model, source_ids, beam_size, alpha):
-    """`beam_search`, except that beam size 1 is greedy, as everywhere."""
-    def greedy():
-        ids, scores = best_translation_fn(1, alpha)(model, source_ids)
-        return ids[:, tf.newaxis], scores[:, tf.newaxis]
-
-    return tf.cond(tf.equal(beam_size, 1), greedy,
-                   lambda: beam_search(model, source_ids, beam_size, alpha))
 
 
 class TranslationModule(tf.Module):

@@ -63,14 +63,15 @@ def test_cached_decoding_equals_teacher_forcing(random_model):
         [np.full([3, 1], BOS_ID), rng.integers(4, 40, [3, 7])], 1)
     target_in = target_in.astype(np.int32)
     expected = random_model((source, target_in), training=False).numpy()
-    cache = random_model.initial_decode_cache(
-        random_model.encode(source, training=False), 12)
-    source_mask = source[:, None, None, :] != PAD_ID
-    for index in range(target_in.shape[1]):
-        logits, cache = random_model.decode_step(
-            target_in[:, index:index + 1], index, cache, source_mask)
-        np.testing.assert_allclose(logits.numpy(), expected[:, index],
-                                   atol=1e-5)
+    for beams in (1, 2):  # rows b * beams + k all follow sentence b
+        cache = random_model.start_decoding(source, 12, beams=beams)
+        rows = np.repeat(target_in, beams, axis=0)
+        for index in range(target_in.shape[1]):
+            logits, cache = random_model.decode_step(
+                rows[:, index:index + 1], index, cache)
+            np.testing.assert_allclose(
+                logits.numpy(), np.repeat(expected[:, index], beams, axis=0),
+                atol=1e-5)
 
 
 def test_beam_of_one_without_length_penalty_is_greedy(random_model):

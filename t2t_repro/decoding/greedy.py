@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
-from t2t_repro.model import padding_mask
+from t2t_repro.layers.masks import NEG_INF
 
 EXTRA_DECODE_LENGTH = 50  # the paper: maximum output length = input + 50
 
@@ -12,8 +12,8 @@ def max_decode_length(model, source_ids, extra=EXTRA_DECODE_LENGTH):
     """Padded input length + `extra`, capped by a learned position table's
     size: the length of the output buffers."""
     length = tf.shape(source_ids)[1] + extra
-    if model.config.position_encoding == "learned":
-        length = tf.minimum(length, model.config.max_length)
+    if model.max_positions is not None:
+        length = tf.minimum(length, model.max_positions)
     return length
 
 
@@ -29,7 +29,7 @@ def next_token_log_probs(logits):
     banned = tf.one_hot([PAD_ID, BOS_ID], tf.shape(logits)[-1],
                         on_value=True, off_value=False, dtype=tf.bool)
     return tf.nn.log_softmax(
-        tf.where(tf.reduce_any(banned, axis=0), -1e9, logits))
+        tf.where(tf.reduce_any(banned, axis=0), NEG_INF, logits))
 
 
 def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
@@ -48,13 +48,10 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
     batch = tf.shape(source_ids)[0]
     length = max_decode_length(model, source_ids, extra_length)
     limits = output_limits(source_ids, length, extra_length)
-    source_mask = padding_mask(source_ids)
-    cache = model.initial_decode_cache(
-        model.encode(source_ids, training=False), length)
+    cache = model.start_decoding(source_ids, length)
 
     def step(index, token, cache, output, scores, finished):
-        logits, cache = model.decode_step(token[:, tf.newaxis], index, cache,
-                                          source_mask)
+        logits, cache = model.decode_step(token[:, tf.newaxis], index, cache)
         log_probs = next_token_log_probs(logits)
         finished = tf.logical_or(finished, index >= limits)
         chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)

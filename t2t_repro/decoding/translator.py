@@ -8,7 +8,7 @@ import tensorflow as tf
 from t2t_repro.config import PAD_ID, DecodingOptions
 from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import tokenize_sources
-from t2t_repro.decoding.beam_search import best_translation_fn
+from t2t_repro.decoding.decoders import best_translation_fn
 
 
 def progress_line(done, total):

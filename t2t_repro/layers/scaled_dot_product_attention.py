@@ -3,9 +3,8 @@
 import keras
 import tensorflow as tf
 
-# Finite rather than -inf: exp() of it underflows to exactly 0, and a fully
-# masked row gives finite (zeroed) outputs and gradients instead of NaN.
-_MASKED_LOGIT = -1e9
+from t2t_repro.layers.masks import NEG_INF
+
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -48,7 +47,7 @@ class ScaledDotProductAttention(keras.layers.Layer):
         logits = tf.cast(logits, tf.float32) / tf.sqrt(depth)
         if attention_mask is not None:
             attention_mask = tf.cast(attention_mask, tf.bool)
-            logits = tf.where(attention_mask, logits, _MASKED_LOGIT)
+            logits = tf.where(attention_mask, logits, NEG_INF)
         weights = tf.nn.softmax(logits, axis=-1)
         if attention_mask is not None:
             weights = weights * tf.cast(attention_mask, weights.dtype)
