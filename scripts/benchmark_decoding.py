@@ -26,7 +26,7 @@ def main(argv):
     from t2t_repro.config import DecodingOptions
     from t2t_repro.data.text_files import read_lines
     from t2t_repro.data.vocabulary import make_tokenizer
-    from t2t_repro.decoding.translator import Translator
+    from t2t_repro.inference import Translator
     from t2t_repro.checkpoints import RunDir
 
     model, proto, checkpoint = RunDir(FLAGS.model_dir).load_model()

@@ -5,7 +5,7 @@ import re
 import sacrebleu
 
 from t2t_repro.config import DecodingOptions
-from t2t_repro.decoding.translator import Translator
+from t2t_repro.inference import Translator
 
 # tensor2tensor's get_ende_bleu.sh: after Moses tokenization, hyphenated
 # compounds are split so each part counts as a word.

@@ -19,7 +19,7 @@ from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import RunDir, checkpoint_step, model_checkpoint
 from t2t_repro.config import ConfigError, DecodingOptions
 from t2t_repro.data import pipeline
-from t2t_repro.decoding.translator import Translator
+from t2t_repro.inference import Translator
 from t2t_repro.losses import smoothed_cross_entropy_stats
 from t2t_repro.model import Transformer
 from t2t_repro.precision import POLICIES, resolve_precision

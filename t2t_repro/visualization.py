@@ -89,9 +89,7 @@ def translation_ids(translator, sentence):
     import tensorflow as tf
 
     from t2t_repro.config import PAD_ID
-    from t2t_repro.data.vocabulary import tokenize_sources
 
-    source = tokenize_sources(translator.tokenizer, tf.constant([sentence]),
-                              translator.model.config.max_length)
-    ids, _ = translator.decode_ids(source)
+    graph = translator.graph
+    ids, _ = graph.decode_ids(graph.source_ids(tf.constant([sentence])))
     return [int(i) for i in ids[0].numpy() if i != PAD_ID]

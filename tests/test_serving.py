@@ -12,7 +12,7 @@ from processes import TESTS, run_python
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
-from t2t_repro.decoding.translator import Translator
+from t2t_repro.inference import Translator
 from t2t_repro.serving import export_saved_model
 from toy_run import LEARNABLE_STEPS
 

@@ -22,7 +22,7 @@ from t2t_repro.config import (DecodingOptions, TrainingOptions,
                               TransformerConfig)
 from t2t_repro.data import text_files
 from t2t_repro.data.vocabulary import make_tokenizer
-from t2t_repro.decoding.translator import Translator
+from t2t_repro.inference import Translator
 from t2t_repro.trainer import Trainer
 from toy_run import SMALL, toy_pairs, toy_trainer as _trainer
 from vocab_for_tests import tiny_vocab

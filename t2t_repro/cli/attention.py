@@ -41,7 +41,7 @@ def _parse_indices(text, count, name):
 def main(argv):
     del argv
     from t2t_repro.data.vocabulary import make_tokenizer
-    from t2t_repro.decoding.translator import Translator
+    from t2t_repro.inference import Translator
     from t2t_repro.checkpoints import RunDir
     from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
                                          plot_attention, translation_ids)

@@ -33,47 +33,13 @@ flags.register_multi_flags_validator(
 FLAGS = flags.FLAGS
 
 
-class SavedModelTranslator:
-    """Translates with an exported SavedModel's `translate` signature."""
-
-    def __init__(self, path, decoding):
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  registers the SentencePiece ops
-
-        self._tf = tf
-        self._signature = tf.saved_model.load(path).signatures["translate"]
-        self.decoding = decoding
-
-    def translate(self, sentences, progress=False):
-        from t2t_repro.decoding.translator import (batches_by_length,
-                                                   progress_line)
-
-        tf = self._tf
-        # Words + EOS approximate the subword count well enough to batch.
-        lengths = [len(s.split()) + 1 for s in sentences]
-        results = [None] * len(sentences)
-        done = 0
-        for batch in batches_by_length(lengths, self.decoding.batch_tokens):
-            outputs = self._signature(
-                inputs=tf.constant([sentences[i] for i in batch]),
-                beam_size=tf.constant(self.decoding.beam_size),
-                alpha=tf.constant(self.decoding.alpha, tf.float32))
-            for index, text in zip(batch,
-                                   outputs["translations"][:, 0].numpy()):
-                results[index] = text.decode("utf-8")
-            done += len(batch)
-            if progress:
-                progress_line(done, len(sentences))
-        return results
-
-
 def make_translator():
+    from t2t_repro.checkpoints import RunDir
+    from t2t_repro.data.vocabulary import make_tokenizer
+    from t2t_repro.inference import SavedModelTranslator, Translator
+
     if FLAGS.saved_model:
         return SavedModelTranslator(FLAGS.saved_model, decoding_from_flags())
-    from t2t_repro.data.vocabulary import make_tokenizer
-    from t2t_repro.decoding.translator import Translator
-    from t2t_repro.checkpoints import RunDir
-
     model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
     return Translator(model, make_tokenizer(proto), decoding_from_flags())
 
