@@ -17,7 +17,7 @@ FLAGS = flags.FLAGS
 def matmul_gflops(size, dtype):
     """GFLOP/s of a `size`^3 matmul in `dtype` ("float32" or "bfloat16"),
     from the best of 5 timed runs."""
-    from t2t_repro.precision import matmul_seconds
+    from t2t_repro.training.precision import matmul_seconds
 
     return 2 * size ** 3 / matmul_seconds(dtype, size) / 1e9
 

@@ -59,9 +59,9 @@ def step_flops(config, batch, source_length, target_length):
 
 
 def bench(precision, proto, pairs, model_dir):
-    from t2t_repro import distribution
+    from t2t_repro.training import distribution
     from t2t_repro.data import vocabulary
-    from t2t_repro.trainer import Trainer
+    from t2t_repro.training.trainer import Trainer
 
     options = settings_from_flags(TrainingOptions, model_dir=model_dir,
                                   mixed_precision=precision)

@@ -144,7 +144,7 @@ class TrainingOptions:
     mixed_precision: str = setting(
         "auto", "Compute dtype, with float32 weights: bf16, fp16 (with loss "
         "scaling), none (float32), or auto: bf16 where this CPU's bf16 "
-        "matmuls measure faster (see t2t_repro/precision.py), else "
+        "matmuls measure faster (see t2t_repro/training/precision.py), else "
         "float32.", choices=PRECISIONS)
     allow_option_changes: bool = setting(
         False, "Resume even if batch_tokens, accum_steps, seed, "

@@ -12,10 +12,10 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from t2t_repro import distribution
+from t2t_repro.training import distribution
 from t2t_repro.config import TrainingOptions, TransformerConfig
 from t2t_repro.data.vocabulary import vocab_size_of
-from t2t_repro.trainer import Trainer
+from t2t_repro.training.trainer import Trainer
 from vocab_for_tests import tiny_vocab
 
 GLOBAL_BATCH = 8

@@ -8,9 +8,9 @@ from margins import teacher_forced_margins
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, TransformerConfig
 from t2t_repro.decoding.beam_search import beam_search, length_penalty
 from t2t_repro.decoding.greedy import greedy_decode, next_token_log_probs
-from t2t_repro.losses import smoothed_cross_entropy
+from t2t_repro.training.losses import smoothed_cross_entropy
 from t2t_repro.model import Transformer
-from t2t_repro.schedule import TransformerSchedule, paper_adam
+from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 
 RANDOM = TransformerConfig(vocab_size=40, d_model=32, num_heads=4, d_ff=64,
                            num_encoder_layers=2, num_decoder_layers=2,

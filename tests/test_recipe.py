@@ -14,7 +14,7 @@ from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.data import pipeline, text_files
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
-from t2t_repro.schedule import TransformerSchedule, paper_adam
+from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 from toy_run import SMALL, toy_pairs, toy_trainer
 from vocab_for_tests import tiny_vocab
 
@@ -24,12 +24,11 @@ class ScriptedBleuTrainer:
     checkpoints are best then does not depend on how training went."""
 
     def __new__(cls, model_dir, steps, scores, **options):
-        trainer = toy_trainer(model_dir, steps, **{
-            "eval_every": 5, "checkpoint_every": 5, "dev_bleu_sentences": 2,
-            **options})
-        trainer.dev_pairs = toy_pairs().take(2)
+        trainer = toy_trainer(model_dir, steps, dev_pairs=toy_pairs().take(2),
+                              **{"eval_every": 5, "checkpoint_every": 5,
+                                 "dev_bleu_sentences": 2, **options})
         by_step = dict(zip(range(5, 5 * len(scores) + 1, 5), scores))
-        trainer.dev_bleu = lambda hypotheses, references: (
+        trainer.evaluator.bleu = lambda hypotheses, references: (
             by_step[trainer.step], "scripted")
         return trainer
 

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as ref
-from t2t_repro.losses import (smoothed_cross_entropy,
+from t2t_repro.training.losses import (smoothed_cross_entropy,
                               smoothed_cross_entropy_stats)
-from t2t_repro.schedule import TransformerSchedule, paper_adam
+from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 
 
 def test_schedule_values_match_formula():

@@ -23,7 +23,7 @@ from t2t_repro.config import (DecodingOptions, TrainingOptions,
 from t2t_repro.data import text_files
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.inference import Translator
-from t2t_repro.trainer import Trainer
+from t2t_repro.training.trainer import Trainer
 from toy_run import SMALL, toy_pairs, toy_trainer as _trainer
 from vocab_for_tests import tiny_vocab
 
@@ -171,10 +171,8 @@ def _event_tags(directory):
 
 
 def test_tensorboard_curves_and_dev_evaluation(tmp_path):
-    trainer = _trainer(tmp_path / "tb", 10)
-    trainer.dev_pairs = toy_pairs().take(8)
-    trainer.options = TrainingOptions(**{**trainer.options.__dict__,
-                                         "eval_every": 10})
+    trainer = _trainer(tmp_path / "tb", 10, eval_every=10,
+                       dev_pairs=toy_pairs().take(8))
     trainer.train()
     assert {"loss", "accuracy", "learning_rate", "grad_norm",
             "tokens_per_second", "padding_efficiency"} <= _event_tags(
@@ -320,7 +318,7 @@ def test_a_fresh_model_restores_every_trained_weight(tmp_path):
 
 def test_auto_precision_follows_the_measured_bf16_speedup(monkeypatch,
                                                          tmp_path):
-    from t2t_repro import precision
+    from t2t_repro.training import precision
 
     for forced in ("none", "bf16", "fp16"):
         assert precision.resolve_precision(forced) == forced

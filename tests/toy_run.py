@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from t2t_repro.config import TrainingOptions, TransformerConfig
 from t2t_repro.data.vocabulary import vocab_size_of
-from t2t_repro.trainer import Trainer
+from t2t_repro.training.evaluator import DevEvaluator
+from t2t_repro.training.trainer import Trainer
 from vocab_for_tests import tiny_vocab
 
 SMALL = TransformerConfig(vocab_size=vocab_size_of(tiny_vocab()), d_model=16,
@@ -29,14 +30,19 @@ def toy_pairs():
     return tf.data.Dataset.from_tensor_slices((sources, targets))
 
 
-def toy_trainer(model_dir, steps, config=SMALL, **overrides):
+def toy_trainer(model_dir, steps, config=SMALL, dev_pairs=None,
+                **overrides):
+    """A Trainer on the toy pairs; `overrides` set TrainingOptions fields,
+    `dev_pairs` gives it a DevEvaluator."""
     options = TrainingOptions(**{
         "model_dir": str(model_dir), "train_steps": steps,
         "batch_tokens": 128, "warmup_steps": 5, "checkpoint_every": 5,
         "log_every": 5, "eval_every": 1000, "shuffle_buffer": 64, "seed": 3,
         "mixed_precision": "none", **overrides})
+    evaluator = None if dev_pairs is None else DevEvaluator(
+        dev_pairs, tiny_vocab(), config.max_length, options)
     return Trainer(config, options, tf.distribute.MirroredStrategy(),
-                   tiny_vocab(), toy_pairs())
+                   tiny_vocab(), toy_pairs(), evaluator)
 
 
 # Steps of the learnable run. At a learning-rate scale of 0.3 it learns

@@ -40,10 +40,11 @@ def vocabulary_trainer(corpus):
 
 def main(argv):
     del argv
-    from t2t_repro import distribution
+    from t2t_repro.training import distribution
     from t2t_repro.checkpoints import RunDir, checkpoint_step
     from t2t_repro.data import pipeline, vocabulary
-    from t2t_repro.trainer import Trainer
+    from t2t_repro.training.evaluator import DevEvaluator
+    from t2t_repro.training.trainer import Trainer
 
     train_corpus = corpus_from_flags("train")
     if train_corpus is None:
@@ -65,8 +66,11 @@ def main(argv):
         FLAGS.overlong, train_corpus.source_path or FLAGS.tfds_name)
     model_config = model_config_from_flags(
         vocab_size=vocabulary.vocab_size_of(proto))
-    trainer = Trainer(model_config, settings_from_flags(TrainingOptions),
-                      strategy, proto, train_pairs, dev_pairs)
+    options = settings_from_flags(TrainingOptions)
+    evaluator = None if dev_pairs is None else DevEvaluator(
+        dev_pairs, proto, model_config.max_length, options)
+    trainer = Trainer(model_config, options, strategy, proto, train_pairs,
+                      evaluator)
     trainer.train()
     if trainer.interrupted_by is not None:
         # A scheduler must see that the run did not finish.

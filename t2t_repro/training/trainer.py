@@ -9,26 +9,21 @@ import time
 
 import keras
 import numpy as np
-import sacrebleu
 import tensorflow as tf
 from absl import logging
 from tensorboard.plugins.hparams import api as hparams_api
 
-from t2t_repro import distribution
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import RunDir, checkpoint_step, model_checkpoint
-from t2t_repro.config import ConfigError, DecodingOptions
+from t2t_repro.config import ConfigError
 from t2t_repro.data import pipeline
-from t2t_repro.inference import Translator
-from t2t_repro.losses import smoothed_cross_entropy_stats
 from t2t_repro.model import Transformer
-from t2t_repro.precision import POLICIES, resolve_precision
-from t2t_repro.schedule import TransformerSchedule, paper_adam
-from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
-                                     plot_attention, translation_ids)
+from t2t_repro.training import distribution
+from t2t_repro.training.losses import smoothed_cross_entropy_stats
+from t2t_repro.training.precision import POLICIES, resolve_precision
+from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 
 _SUM = tf.distribute.ReduceOp.SUM
-_SAMPLE_TRANSLATIONS = 5
 
 
 @contextlib.contextmanager
@@ -64,7 +59,7 @@ class Trainer:
     """
 
     def __init__(self, model_config, options, strategy, vocab_proto,
-                 train_pairs, dev_pairs=None):
+                 train_pairs, evaluator=None):
         self.config = model_config
         # "auto" becomes the precision this run trains in (and records).
         options = dataclasses.replace(
@@ -73,12 +68,12 @@ class Trainer:
         self.options = options
         self.strategy = strategy
         self.train_pairs = train_pairs
-        self.dev_pairs = dev_pairs
+        # A `DevEvaluator` run every `eval_every` steps, or None.
+        self.evaluator = evaluator
         self.is_chief = distribution.is_chief(strategy)
         self.run_dir = RunDir(options.model_dir)
         # The signal that interrupted training, if one did.
         self.interrupted_by = None
-        self._dev_translator = None
         if self.is_chief:
             # Before any restore, so a changed config is named, not reported
             # as a variable shape mismatch.
@@ -284,7 +279,7 @@ class Trainer:
                     interval = _Interval()
                 if step % options.checkpoint_every == 0:
                     self._save()
-                if self.dev_pairs is not None and step % options.eval_every == 0:
+                if self.evaluator and step % options.eval_every == 0:
                     self.evaluate()
                     if self._patience_exhausted():
                         break
@@ -362,79 +357,11 @@ class Trainer:
 
     # Evaluation --------------------------------------------------------
 
-    @tf.function(reduce_retracing=True)
-    def _dev_batch_loss(self, batch):
-        (source, target_input), target_output = batch
-        logits = self.model((source, target_input), training=False)
-        return smoothed_cross_entropy_stats(
-            target_output, logits, self.options.label_smoothing)[:2]
-
-    def dev_loss(self):
-        """Label-smoothed loss per target token on the dev set."""
-        batches = pipeline.batch_by_tokens(
-            pipeline.fit_to_max_length(
-                pipeline.tokenize_pairs(self.dev_pairs, self.tokenizer),
-                self.config.max_length, self.options.overlong),
-            self.options.batch_tokens, self.config.max_length)
-
-        loss_sum = count = 0.0
-        for batch in batches:
-            batch_sum, batch_count = self._dev_batch_loss(batch)
-            loss_sum += float(batch_sum)
-            count += float(batch_count)
-        return loss_sum / max(count, 1.0)
-
-    def _write_attention_images(self, sentence):
-        """The last layers' attention heads on one dev sentence."""
-        ids = translation_ids(self._dev_translator, sentence)
-        maps = attention_maps(self.model, self.tokenizer, sentence, ids)
-        for kind in KINDS:
-            weights, queries, keys = maps[kind]
-            png = figure_png(plot_attention(
-                weights, queries, keys, [weights.shape[0] - 1],
-                range(weights.shape[1]), f"{kind} attention, last layer"))
-            tf.summary.image(f"attention/{kind}",
-                             tf.image.decode_png(png)[tf.newaxis])
-
-    def dev_translations(self):
-        """(sources, references, greedy translations) of the dev set."""
-        dev_pairs = self.dev_pairs
-        if self.options.dev_bleu_sentences:
-            dev_pairs = dev_pairs.take(self.options.dev_bleu_sentences)
-        pairs = list(dev_pairs.as_numpy_iterator())
-        sources = [s.decode("utf-8") for s, _ in pairs]
-        references = [t.decode("utf-8") for _, t in pairs]
-        if self._dev_translator is None:
-            self._dev_translator = Translator(
-                self.model, self.tokenizer, DecodingOptions(beam_size=1))
-        return sources, references, self._dev_translator.translate(sources)
-
-    def dev_bleu(self, hypotheses, references):
-        """(sacreBLEU, its signature) of the dev translations (tests replace
-        it to script the scores that early stopping and best checkpoints
-        see)."""
-        metric = sacrebleu.BLEU()
-        score = metric.corpus_score(hypotheses, [references]).score
-        return score, str(metric.get_signature())
-
     def evaluate(self):
-        """Dev loss and greedy-decoding sacreBLEU, logged to TensorBoard and
-        recorded by `self.best` (which keeps the best checkpoints)."""
-        sources, references, hypotheses = self.dev_translations()
-        bleu, signature = self.dev_bleu(hypotheses, references)
-        loss = self.dev_loss()
-        with self._dev_writer.as_default(step=self.step):
-            tf.summary.scalar("loss", loss)
-            tf.summary.scalar("bleu", bleu)
-            samples = "\n\n".join(
-                f"**source:** {s}  \n**reference:** {r}  \n**output:** {h}"
-                for s, r, h in list(zip(sources, references, hypotheses))[
-                    :_SAMPLE_TRANSLATIONS])
-            tf.summary.text("translations", samples)
-            self._write_attention_images(sources[0])
-        logging.info("step %d dev loss %.4f greedy sacreBLEU %.2f (%s)",
-                     self.step, loss, bleu, signature)
+        """Runs the evaluator and records its dev BLEU in `self.best`
+        (which keeps the best checkpoints)."""
+        scores = self.evaluator(self.model, self.step, self._dev_writer)
         self._update_train_seconds()
-        self.best.record(self.step, round(bleu, 2),
+        self.best.record(self.step, round(scores["bleu"], 2),
                          round(float(self.train_seconds.numpy()) / 60, 2))
-        return {"loss": loss, "bleu": bleu}
+        return scores

@@ -1,0 +1,4 @@
+"""Training: the `Trainer` loop (distributed, accumulating, checkpointed
+through `checkpoints.RunDir`, handed a dev `DevEvaluator`), the paper's
+learning-rate schedule and Adam, the label-smoothed loss, the choice of
+tf.distribute strategy and of the compute precision."""
