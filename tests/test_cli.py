@@ -91,6 +91,22 @@ def test_a_bad_setting_is_one_line_naming_it():
         "divisible by num_heads=4"]
 
 
+def test_python_dash_m_runs_a_tool_and_rejects_stray_arguments():
+    command = [sys.executable, "-m", "t2t_repro.cli"]
+    stray = subprocess.run(
+        command + ["summary", "--flagfile=flags/tiny.cfg", "stray"],
+        cwd=REPO, env=_user_environment(), capture_output=True, text=True,
+        timeout=300)
+    assert stray.returncode == 2
+    assert stray.stderr.splitlines() == [
+        "t2t-summary: error: unexpected arguments ['stray']: every input is "
+        "a --flag"]
+    unknown = subprocess.run(command + ["nope"], cwd=REPO,
+                             capture_output=True, text=True, timeout=300)
+    assert unknown.returncode == 1
+    assert "usage: python -m t2t_repro.cli {attention," in unknown.stderr
+
+
 _CONFIG = """
 import sys
 from absl import flags
@@ -110,7 +126,8 @@ print(config.num_encoder_layers, config.num_decoder_layers, config.d_model,
 @pytest.mark.parametrize("args, expected", [
     ([], "6 6 512 100 4096 None auto"),
     (["--num_layers=4"], "4 4 512 100 4096 None auto"),
-    (["--num_layers=4", "--num_decoder_layers=2"], "4 2 512 100 4096 None auto"),
+    (["--num_layers=4", "--num_decoder_layers=2"],
+     "4 2 512 100 4096 None auto"),
     (["--flagfile=flags/multi30k.cfg", "--model_dir=run"],
      "3 3 256 100 4000 run auto"),
 ])

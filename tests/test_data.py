@@ -143,6 +143,20 @@ def test_overlong_pairs_dropped_or_truncated_keeping_eos():
     assert truncated == [[5, 6, EOS_ID], [5, 6, 7, EOS_ID]]
 
 
+def test_sources_truncate_like_training_data():
+    rows = [[5, EOS_ID], [5, 6, 7, EOS_ID], [5, 6, 7, 8, EOS_ID],
+            [5, 6, 7, 8, 9, 10, EOS_ID]]
+    expected = [row if len(row) <= 4 else row[:3] + [EOS_ID]
+                for row in rows]
+    cut = vocabulary.truncate_keeping_eos(tf.ragged.constant(rows), 4)
+    assert cut.to_list() == expected
+    one_by_one = [s.numpy().tolist() for s, _ in pipeline.fit_to_max_length(
+        tf.data.Dataset.from_tensor_slices(
+            (tf.ragged.constant(rows), tf.ragged.constant(rows))),
+        4, "truncate")]
+    assert one_by_one == expected
+
+
 def test_tfds_source_fails_fast_offline(tmp_path):
     start = time.monotonic()
     with pytest.raises(DataError) as error:

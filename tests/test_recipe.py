@@ -155,7 +155,7 @@ def test_weight_decay_shrinks_matrices_only():
 
 
 def test_recipe_flags_are_validated(tmp_path):
-    common = ["-m", "t2t_repro.cli.train", "--flagfile=flags/tiny.cfg",
+    common = ["-m", "t2t_repro.cli", "train", "--flagfile=flags/tiny.cfg",
               f"--model_dir={tmp_path}/run"]
     result = run_python(common + ["--train_src=x", "--train_tgt=y",
                                   "--subword_sampling=1.5"])
@@ -180,7 +180,7 @@ def test_train_cli_scores_the_average_of_the_last_checkpoints(tmp_path):
             line + "\n" for line in text_files.read_lines(
                 multi30k("test_2016_flickr", lang))[:5]), "utf-8")
     run = tmp_path / "run"
-    common = ["-m", "t2t_repro.cli.train", "--flagfile=flags/tiny.cfg",
+    common = ["-m", "t2t_repro.cli", "train", "--flagfile=flags/tiny.cfg",
               f"--model_dir={run}", f"--train_src={multi30k('val', 'en')}",
               f"--train_tgt={multi30k('val', 'de')}",
               f"--test_src={tmp_path}/test.en",

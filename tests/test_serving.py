@@ -114,7 +114,7 @@ def test_xla_export_gives_the_same_translations(
 
 
 def _translate_cli(*flags, stdin=None):
-    return run_python(["-m", "t2t_repro.cli.translate", "--progress=false",
+    return run_python(["-m", "t2t_repro.cli", "translate", "--progress=false",
                        *flags], stdin=stdin)
 
 

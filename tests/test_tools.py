@@ -17,8 +17,8 @@ from t2t_repro.visualization import attention_maps, plot_attention
 from toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
 from vocab_for_tests import tiny_vocab
 
-def _cli(module, *flags):
-    return run_python(["-m", module, *flags])
+def _cli(tool, *flags):
+    return run_python(["-m", "t2t_repro.cli", tool, *flags])
 
 
 def test_compound_splitting_like_get_ende_bleu():
@@ -34,7 +34,7 @@ def test_eval_cli_writes_hypotheses_scores_and_summaries(toy_run_dir,
              for s, t in toy_pairs().take(20).as_numpy_iterator()]
     (tmp_path / "test.de").write_text("".join(s + "\n" for s, _ in pairs))
     (tmp_path / "test.en").write_text("".join(t + "\n" for _, t in pairs))
-    result = _cli("t2t_repro.cli.eval", "--flagfile=flags/tiny.cfg",
+    result = _cli("eval", "--flagfile=flags/tiny.cfg",
                   f"--model_dir={toy_run_dir}",
                   f"--test_src={tmp_path}/test.de",
                   f"--test_tgt={tmp_path}/test.en", "--target_lang=en",
@@ -84,7 +84,7 @@ def test_average_of_known_weights_is_exact(tmp_path):
 
 
 def test_average_cli_output_is_a_usable_run(toy_run_dir, tmp_path):
-    result = _cli("t2t_repro.cli.average", f"--model_dir={toy_run_dir}",
+    result = _cli("average", f"--model_dir={toy_run_dir}",
                   f"--output_dir={tmp_path}/avg", "--num_checkpoints=3")
     assert result.returncode == 0, result.stderr[-3000:]
     paths = tf.train.get_checkpoint_state(
@@ -122,14 +122,14 @@ def test_attention_maps_are_the_models_and_plotted_as_is(toy_run_dir):
 
 
 def test_attention_cli_writes_pngs(toy_run_dir, tmp_path):
-    result = _cli("t2t_repro.cli.attention", f"--model_dir={toy_run_dir}",
+    result = _cli("attention", f"--model_dir={toy_run_dir}",
                   "--sentence=ein hund läuft das gras", "--heads=0,1",
                   f"--output_prefix={tmp_path}/dog")
     assert result.returncode == 0, result.stderr[-3000:]
     for kind in ("encoder_self", "decoder_self", "encoder_decoder"):
         png = (tmp_path / f"dog_{kind}.png").read_bytes()
         assert png.startswith(b"\x89PNG") and len(png) > 5000
-    result = _cli("t2t_repro.cli.attention", f"--model_dir={toy_run_dir}",
+    result = _cli("attention", f"--model_dir={toy_run_dir}",
                   "--sentence=x", "--heads=5")
     assert result.returncode != 0
     assert "--heads=5: [5] out of range; the model has 2 heads" in \

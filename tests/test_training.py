@@ -206,7 +206,7 @@ def test_changed_data_order_options_do_not_resume_silently(tmp_path):
 
 
 def _train_cli(*flags, timeout=600):
-    return run_python(["-m", "t2t_repro.cli.train",
+    return run_python(["-m", "t2t_repro.cli", "train",
                        "--flagfile=flags/tiny.cfg",
                        *flags], timeout=timeout)
 
@@ -262,7 +262,7 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
              f"--test_src={tmp_path}/test.en",
              f"--test_tgt={tmp_path}/test.de"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "t2t_repro.cli.train",
+        [sys.executable, "-m", "t2t_repro.cli", "train",
          "--flagfile=flags/tiny.cfg",
          *flags], cwd=REPO, env=quiet_environment(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)

@@ -38,8 +38,7 @@ def _parse_indices(text, count, name):
     return indices
 
 
-def main(argv):
-    del argv
+def main():
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.inference import Translator
     from t2t_repro.checkpoints import RunDir
@@ -66,6 +65,3 @@ def main(argv):
 def run():
     common.run(main)
 
-
-if __name__ == "__main__":
-    run()

@@ -26,8 +26,7 @@ flags.mark_flags_as_required(["model_dir", "output_dir"])
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-    del argv
+def main():
     from t2t_repro.checkpoints import RunDir
 
     print(RunDir(FLAGS.model_dir).average(
@@ -37,6 +36,3 @@ def main(argv):
 def run():
     common.run(main)
 
-
-if __name__ == "__main__":
-    run()

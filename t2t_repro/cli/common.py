@@ -82,7 +82,10 @@ def run(main):
     def main_with_one_line_errors(argv):
         import_tensorflow_quietly()
         try:
-            return main(argv)
+            if len(argv) > 1:
+                raise app.UsageError(f"unexpected arguments {argv[1:]}: "
+                                     "every input is a --flag")
+            return main()
         except USER_ERRORS as error:
             sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: "
                              f"{error or type(error).__name__}\n")

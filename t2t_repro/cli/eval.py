@@ -49,8 +49,7 @@ def write_summaries(log_dir, step, scores):
         tf.summary.text("sacrebleu_signature", scores["sacrebleu_signature"])
 
 
-def main(argv):
-    del argv
+def main():
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.evaluation import format_scores, score_corpus
     from t2t_repro.checkpoints import RunDir, checkpoint_step
@@ -78,6 +77,3 @@ def main(argv):
 def run():
     common.run(main)
 
-
-if __name__ == "__main__":
-    run()

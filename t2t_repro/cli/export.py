@@ -30,8 +30,7 @@ flags.mark_flags_as_required(["model_dir", "export_dir"])
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-    del argv
+def main():
     from t2t_repro.serving import export_saved_model
 
     decoding = dataclasses.replace(decoding_from_flags(),
@@ -43,6 +42,3 @@ def main(argv):
 def run():
     common.run(main)
 
-
-if __name__ == "__main__":
-    run()

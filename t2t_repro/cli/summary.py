@@ -20,8 +20,7 @@ def parameter_rows(model):
     return [(path, shapes, count) for path, (shapes, count) in rows.items()]
 
 
-def main(argv):
-    del argv
+def main():
     from t2t_repro.model import Transformer  # keeps --help fast
 
     model = Transformer(model_config_from_flags(), name="transformer")
@@ -35,6 +34,3 @@ def main(argv):
 def run():
     common.run(main)
 
-
-if __name__ == "__main__":
-    run()

@@ -38,8 +38,7 @@ def vocabulary_trainer(corpus):
     return train
 
 
-def main(argv):
-    del argv
+def main():
     from t2t_repro.training import distribution
     from t2t_repro.checkpoints import RunDir, checkpoint_step
     from t2t_repro.data import pipeline, vocabulary
@@ -100,6 +99,3 @@ def main(argv):
 def run():
     common.run(main)
 
-
-if __name__ == "__main__":
-    run()

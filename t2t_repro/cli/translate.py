@@ -44,8 +44,7 @@ def make_translator():
     return Translator(model, make_tokenizer(proto), decoding_from_flags())
 
 
-def main(argv):
-    del argv
+def main():
     from t2t_repro.data.text_files import STDIN, read_lines
 
     sentences = read_lines(FLAGS.input)
@@ -62,6 +61,3 @@ def main(argv):
 def run():
     common.run(main)
 
-
-if __name__ == "__main__":
-    run()

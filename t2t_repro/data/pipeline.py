@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_repro.config import BOS_ID, PAD_ID
+from t2t_repro.data.vocabulary import truncate_keeping_eos
 
 _TOKENIZE_BATCH = 512
 
@@ -27,17 +28,15 @@ def _longest_side(source, target):
 def fit_to_max_length(tokenized, max_length, overlong="drop"):
     """Drops pairs with a side over `max_length`, or truncates them.
 
-    Truncation keeps the final EOS so that the model still learns to stop.
+    Truncation keeps the final EOS (`vocabulary.truncate_keeping_eos`).
     """
     if overlong == "drop":
         return tokenized.filter(
             lambda s, t: _longest_side(s, t) <= max_length)
     if overlong == "truncate":
         def truncate(ids):
-            return tf.cond(tf.shape(ids)[0] > max_length,
-                           lambda: tf.concat([ids[:max_length - 1],
-                                              ids[-1:]], 0),
-                           lambda: ids)
+            rows = tf.RaggedTensor.from_tensor(ids[tf.newaxis])
+            return truncate_keeping_eos(rows, max_length)[0]
         return tokenized.map(lambda s, t: (truncate(s), truncate(t)))
     raise ValueError(f"overlong must be 'drop' or 'truncate', got {overlong!r}")
 

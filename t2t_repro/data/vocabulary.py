@@ -71,16 +71,20 @@ def vocab_size_of(model_proto):
     return processor.get_piece_size()
 
 
-def tokenize_sources(tokenizer, sentences, max_length):
-    """Source ids for the model: int32 `[batch, width]`, PAD_ID padded.
+def truncate_keeping_eos(ids, max_length):
+    """Ragged `[batch, (length)]` ids, each row ending in EOS, with every
+    row over `max_length` pieces cut to its first `max_length - 1` and its
+    EOS, so that a model trained on them still learns to stop."""
+    positions = tf.ragged.range(ids.row_lengths())
+    last = tf.expand_dims(ids.row_lengths() - 1, 1)
+    return tf.ragged.boolean_mask(ids, tf.logical_or(
+        positions < max_length - 1, tf.equal(positions, last)))
 
-    Every row ends in EOS; a sentence longer than `max_length` pieces keeps
-    its first `max_length - 1` and EOS, as `--overlong=truncate` does in
-    training. Pure TensorFlow, so the exported SavedModel runs it too.
-    """
-    ids = tokenizer.tokenize(sentences)
-    lengths = tf.minimum(ids.row_lengths(), max_length)
-    dense = ids[:, :max_length].to_tensor(default_value=PAD_ID)
-    last = tf.equal(tf.range(tf.shape(dense)[1])[tf.newaxis, :],
-                    tf.cast(lengths - 1, tf.int32)[:, tf.newaxis])
-    return tf.where(last, EOS_ID, dense)
+
+def tokenize_sources(tokenizer, sentences, max_length):
+    """Source ids for the model: int32 `[batch, width]`, PAD_ID padded,
+    every row ending in EOS and cut by `truncate_keeping_eos`, as
+    `--overlong=truncate` does in training. Pure TensorFlow, so the
+    exported SavedModel runs it too."""
+    return truncate_keeping_eos(tokenizer.tokenize(sentences),
+                                max_length).to_tensor(default_value=PAD_ID)
