@@ -1,5 +1,11 @@
-import os
+"""Shared fixtures. Tests mirror the package's layout; what they share
+lives in tests/helpers/ (importable by name, also by the helper scripts
+that tests run as processes)."""
 
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "helpers"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 

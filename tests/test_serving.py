@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from processes import TESTS, run_python
+from processes import HELPERS, run_python
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
@@ -40,7 +40,7 @@ def checkpoint_translations(toy_run_dir):
 
 
 def _load_in_fresh_process(mode, path, sentences):
-    result = run_python([os.path.join(TESTS, "load_saved_model.py"), mode,
+    result = run_python([os.path.join(HELPERS, "load_saved_model.py"), mode,
                          path], stdin=json.dumps(sentences))
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)

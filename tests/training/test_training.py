@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from margins import teacher_forced_margins
 from one_training_step import global_batch, one_step
-from processes import REPO, TESTS, quiet_environment, run_python
+from processes import HELPERS, REPO, quiet_environment, run_python
 from shared_data import multi30k
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import (DecodingOptions, TrainingOptions,
@@ -29,7 +29,7 @@ from vocab_for_tests import tiny_vocab
 
 def _one_step(tmp_path, name, cpu_devices):
     out = str(tmp_path / f"{name}.npz")
-    result = run_python([os.path.join(TESTS, "one_training_step.py"), out,
+    result = run_python([os.path.join(HELPERS, "one_training_step.py"), out,
                          str(cpu_devices), str(tmp_path / name)])
     assert result.returncode == 0, result.stderr[-3000:]
     return dict(np.load(out))
@@ -74,7 +74,7 @@ def test_two_worker_processes_match_one_device(tmp_path):
                                 "task": {"type": "worker", "index": index}})
         out = str(tmp_path / f"worker{index}.npz")
         processes.append((out, subprocess.Popen(
-            [sys.executable, os.path.join(TESTS, "one_training_step.py"),
+            [sys.executable, os.path.join(HELPERS, "one_training_step.py"),
              out, "1", str(tmp_path / "multiworker")],
             env=quiet_environment(TF_CONFIG=tf_config),
             stderr=subprocess.PIPE, text=True)))

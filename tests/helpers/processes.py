@@ -5,14 +5,15 @@ import os
 import subprocess
 import sys
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(TESTS)
+# This folder: the helper scripts run as processes, and import each other.
+HELPERS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HELPERS))
 
 
 def quiet_environment(**extra):
-    """os.environ with TensorFlow's C++ logging quiet and tests/ importable
+    """os.environ with TensorFlow's C++ logging quiet and tests/helpers/ importable
     (the helper scripts import `vocab_for_tests`), plus `extra`."""
-    return {**os.environ, "PYTHONPATH": TESTS, "TF_CPP_MIN_LOG_LEVEL": "2",
+    return {**os.environ, "PYTHONPATH": HELPERS, "TF_CPP_MIN_LOG_LEVEL": "2",
             **extra}
 
 

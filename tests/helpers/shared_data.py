@@ -2,8 +2,9 @@
 
 import os
 
-SHARED = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..",
-                                       "shared", "data"))
+# tests/helpers/ -> the checkout -> beside it.
+SHARED = os.path.normpath(os.path.join(
+    os.path.dirname(__file__), "..", "..", "..", "shared", "data"))
 MULTI30K = os.path.join(SHARED, "multi30k")
 
 

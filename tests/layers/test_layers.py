@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as ref
+from layer_contract import check_layer_contract
 from t2t_repro import layers
 
 
@@ -154,23 +155,30 @@ def test_residual_dropout_is_active_only_in_training():
     assert not np.allclose(layer(x, training=True), layer(x))
 
 
-@pytest.mark.parametrize("layer", [
-    layers.ScaledDotProductAttention(dropout=0.2),
-    layers.MultiHeadAttention(num_heads=2, d_model=8, dropout=0.1),
-    layers.SinusoidalPositionEncoding(),
-    layers.LearnedPositionEncoding(max_length=12),
-    layers.PositionWiseFeedForward(d_model=8, d_ff=16, dropout=0.1),
-    layers.EncoderLayer(d_model=8, num_heads=2, d_ff=16, pre_norm=True),
-    layers.DecoderLayer(d_model=8, num_heads=2, d_ff=16, dropout=0.3),
-    layers.SharedEmbedding(vocab_size=20, d_model=8),
-], ids=lambda layer: type(layer).__name__)
-def test_get_config_round_trip(layer):
-    clone = type(layer).from_config(layer.get_config())
-    assert clone.get_config() == layer.get_config()
-    revived = keras.saving.deserialize_keras_object(
-        keras.saving.serialize_keras_object(layer))
-    assert type(revived) is type(layer)
-    assert revived.get_config() == layer.get_config()
+_X = np.random.default_rng(5).normal(size=(2, 6, 8)).astype(np.float32)
+_MEMORY = np.random.default_rng(6).normal(size=(2, 7, 8)).astype(np.float32)
+_HEADS = np.random.default_rng(7).normal(size=(2, 2, 6, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("layer, inputs, shape, trainable_weights", [
+    (layers.ScaledDotProductAttention(dropout=0.2), (_HEADS,) * 3,
+     (2, 2, 6, 4), 0),
+    (layers.MultiHeadAttention(num_heads=2, d_model=8, dropout=0.1),
+     (_X, _MEMORY), (2, 6, 8), 8),
+    (layers.SinusoidalPositionEncoding(), (_X,), (2, 6, 8), 0),
+    (layers.LearnedPositionEncoding(max_length=12), (_X,), (2, 6, 8), 1),
+    (layers.PositionWiseFeedForward(d_model=8, d_ff=16, dropout=0.1), (_X,),
+     (2, 6, 8), 4),
+    (layers.EncoderLayer(d_model=8, num_heads=2, d_ff=16, pre_norm=True),
+     (_X,), (2, 6, 8), 16),
+    (layers.DecoderLayer(d_model=8, num_heads=2, d_ff=16, dropout=0.3),
+     (_X, _MEMORY), (2, 6, 8), 26),
+    (layers.SharedEmbedding(vocab_size=20, d_model=8),
+     (np.array([[3, 5, 0]]),), (1, 3, 8), 1),
+], ids=lambda value: type(value).__name__ if isinstance(
+    value, keras.layers.Layer) else "")
+def test_layer_contract(layer, inputs, shape, trainable_weights):
+    check_layer_contract(layer, inputs, shape, trainable_weights)
 
 
 def test_shared_embedding_scales_and_ties_projection():
