@@ -2,7 +2,6 @@
 
 import dataclasses
 
-import numpy as np
 import tensorflow as tf
 
 from t2t_repro.config import BOS_ID, PAD_ID
@@ -112,15 +111,22 @@ class BatchReport:
         return self.real_tokens / max(self.padded_tokens, 1)
 
 
+def real_and_padded_tokens(source, target):
+    """float32 (non-PAD tokens, all positions) of a batch's two sides."""
+    real = (tf.reduce_sum(tf.cast(source != PAD_ID, tf.float32)) +
+            tf.reduce_sum(tf.cast(target != PAD_ID, tf.float32)))
+    return real, tf.cast(tf.size(source) + tf.size(target), tf.float32)
+
+
 def report_batches(batches):
     """Counts pairs and real vs padded tokens over finite `batches`."""
     report = BatchReport()
-    for (source, _), target in batches.as_numpy_iterator():
+    for (source, _), target in batches:
+        real, padded = real_and_padded_tokens(source, target)
         report.batches += 1
-        report.pairs += source.shape[0]
-        report.real_tokens += int(np.count_nonzero(source != PAD_ID) +
-                                  np.count_nonzero(target != PAD_ID))
-        report.padded_tokens += source.size + target.size
+        report.pairs += int(source.shape[0])
+        report.real_tokens += int(real)
+        report.padded_tokens += int(padded)
     return report
 
 

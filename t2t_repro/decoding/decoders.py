@@ -4,15 +4,14 @@ that they compare across decoders."""
 
 import tensorflow as tf
 
-from t2t_repro.config import PAD_ID
 from t2t_repro.decoding.beam_search import beam_search, length_penalty
 from t2t_repro.decoding.greedy import greedy_decode
+from t2t_repro.layers.masks import sequence_lengths
 
 
 def _greedy_with_scores(model, source_ids, alpha):
     ids, log_probs = greedy_decode(model, source_ids)
-    lengths = tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=1)
-    return ids, log_probs / length_penalty(lengths, alpha)
+    return ids, log_probs / length_penalty(sequence_lengths(ids), alpha)
 
 
 def best_translation_fn(beam_size, alpha):

@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
-from t2t_repro.layers.masks import NEG_INF
+from t2t_repro.layers.masks import NEG_INF, sequence_lengths
 
 EXTRA_DECODE_LENGTH = 50  # the paper: maximum output length = input + 50
 
@@ -20,8 +20,7 @@ def max_decode_length(model, source_ids, extra=EXTRA_DECODE_LENGTH):
 def output_limits(source_ids, buffer_length, extra=EXTRA_DECODE_LENGTH):
     """Each sentence's real input length + `extra`, `[batch]`: what a
     translation may not exceed, whatever padding its batch got."""
-    lengths = tf.reduce_sum(tf.cast(source_ids != PAD_ID, tf.int32), axis=1)
-    return tf.minimum(lengths + extra, buffer_length)
+    return tf.minimum(sequence_lengths(source_ids) + extra, buffer_length)
 
 
 def next_token_log_probs(logits):

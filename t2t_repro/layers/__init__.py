@@ -1,4 +1,9 @@
-"""The Transformer's Keras layers, one per module."""
+"""The Transformer's Keras layers, one per module, each checked against a
+NumPy reference and serializable with `get_config`: scaled dot-product and
+multi-head attention (with a key/value cache for decoding), sinusoidal or
+learned positions, the position-wise feed-forward network, encoder and
+decoder layers (post-norm as in the paper, or pre-norm), the shared
+embedding tied to the output projection, and the masks (masks.py)."""
 
 from t2t_repro.layers.decoder_layer import DecoderLayer
 from t2t_repro.layers.encoder_layer import EncoderLayer

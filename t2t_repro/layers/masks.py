@@ -17,6 +17,11 @@ def padding_mask(ids):
     return tf.not_equal(ids, PAD_ID)[:, tf.newaxis, tf.newaxis, :]
 
 
+def sequence_lengths(ids):
+    """int32 `[batch]`: the non-PAD tokens of each row of `ids`."""
+    return tf.reduce_sum(tf.cast(ids != PAD_ID, tf.int32), axis=-1)
+
+
 def causal_mask(length):
     """Boolean `[1, 1, length, length]`: position i sees positions <= i."""
     allowed = tf.linalg.band_part(tf.ones([length, length], tf.bool), -1, 0)

@@ -8,7 +8,6 @@ import signal
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 from tensorboard.plugins.hparams import api as hparams_api
@@ -20,6 +19,7 @@ from t2t_repro.data import pipeline
 from t2t_repro.model import Transformer
 from t2t_repro.training import distribution
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
+from t2t_repro.training.metrics import IntervalMetrics, write_metrics
 from t2t_repro.training.precision import POLICIES, resolve_precision
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 
@@ -36,14 +36,6 @@ def _global_dtype_policy(policy):
         yield
     finally:
         keras.mixed_precision.set_global_policy(previous)
-
-
-@dataclasses.dataclass
-class _Interval:
-    """Step outputs since the last log line (summed without host syncs)."""
-
-    outputs: list = dataclasses.field(default_factory=list)
-    start: float = dataclasses.field(default_factory=time.perf_counter)
 
 
 class Trainer:
@@ -196,10 +188,10 @@ class Trainer:
             totals["loss_sum"] += loss_sum
             totals["target_tokens"] += count
             totals["correct"] += correct
-            totals["real_tokens"] += count + tf.reduce_sum(
-                tf.cast(tf.not_equal(source, 0), tf.float32))
-            totals["padded_tokens"] += tf.cast(
-                tf.size(source) + tf.size(target_output), tf.float32)
+            real, padded = pipeline.real_and_padded_tokens(source,
+                                                           target_output)
+            totals["real_tokens"] += real
+            totals["padded_tokens"] += padded
         global_tokens = context.all_reduce(_SUM, totals["target_tokens"])
         gradients = context.all_reduce(
             _SUM, [g / tf.maximum(global_tokens, 1.0) for g in gradients])
@@ -264,7 +256,7 @@ class Trainer:
         self._write_hparams()
         previous = {sig: signal.signal(sig, self._request_stop)
                     for sig in (signal.SIGTERM, signal.SIGINT)}
-        interval = _Interval()
+        interval = IntervalMetrics()
         self._session_start = time.perf_counter()
         self._session_start_seconds = float(self.train_seconds.numpy())
         try:
@@ -272,11 +264,11 @@ class Trainer:
                    self.interrupted_by is None):
                 micro_batches = tuple(next(iterator)
                                       for _ in range(options.accum_steps))
-                interval.outputs.append(train_step(micro_batches))
+                interval.add(train_step(micro_batches))
                 step = self.step
                 if step % options.log_every == 0:
                     self._log_interval(interval)
-                    interval = _Interval()
+                    interval = IntervalMetrics()
                 if step % options.checkpoint_every == 0:
                     self._save()
                 if self.evaluator and step % options.eval_every == 0:
@@ -286,7 +278,7 @@ class Trainer:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        if interval.outputs:
+        if len(interval):
             self._log_interval(interval)
         self._save()
         return self.step
@@ -318,32 +310,9 @@ class Trainer:
             shutil.rmtree(self.manager.directory, ignore_errors=True)
 
     def _log_interval(self, interval):
-        totals = {name: float(np.sum([o[name].numpy()
-                                      for o in interval.outputs]))
-                  for name in interval.outputs[0]}
-        seconds = time.perf_counter() - interval.start
-        steps = len(interval.outputs)
-        metrics = {
-            "loss": totals["loss_sum"] / max(totals["target_tokens"], 1.0),
-            "accuracy": totals["correct"] / max(totals["target_tokens"], 1.0),
-            "learning_rate": float(self.schedule(
-                self.optimizer.iterations - 1)),
-            "grad_norm": totals["grad_norm"] / steps,
-            "tokens_per_second": totals["real_tokens"] / seconds,
-            "padding_efficiency":
-                totals["real_tokens"] / max(totals["padded_tokens"], 1.0),
-            "seconds_per_step": seconds / steps,
-        }
-        with self._train_writer.as_default(step=self.step):
-            for name, value in metrics.items():
-                tf.summary.scalar(name, value)
-        logging.info(
-            "step %d loss %.4f acc %.3f lr %.3g |g| %.3f %.0f tok/s "
-            "pad-eff %.2f %.3f s/step", self.step, metrics["loss"],
-            metrics["accuracy"], metrics["learning_rate"],
-            metrics["grad_norm"], metrics["tokens_per_second"],
-            metrics["padding_efficiency"], metrics["seconds_per_step"])
-        return metrics
+        learning_rate = float(self.schedule(self.optimizer.iterations - 1))
+        write_metrics(interval.summary(learning_rate), self.step,
+                      self._train_writer)
 
     def _write_hparams(self):
         if not self.is_chief:
