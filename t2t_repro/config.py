@@ -140,6 +140,11 @@ class TrainingOptions:
     patience: int = setting(
         0, "Stop after this many dev evaluations without a better BLEU; 0 "
         "never stops early.", lower_bound=0)
+    max_nonfinite: int = setting(
+        5, "A step whose loss or gradient norm is NaN or infinite is "
+        "skipped (no update, counted as nonfinite_steps in TensorBoard); "
+        "this many in a row stop training with an error naming the last "
+        "good checkpoint.", lower_bound=1)
     jit_compile: bool = setting(False, "XLA-compile the training step.")
     mixed_precision: str = setting(
         "auto", "Compute dtype, with float32 weights: bf16, fp16 (with loss "

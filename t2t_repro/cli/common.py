@@ -21,11 +21,12 @@ from absl import app, flags
 
 from t2t_repro.config import ConfigError
 from t2t_repro.data import DataError
+from t2t_repro.training import TrainingError
 
 FLAGS = flags.FLAGS
 # Errors that describe the user's input, not a bug.
-USER_ERRORS = (app.UsageError, DataError, ConfigError, FileNotFoundError,
-               FileExistsError)
+USER_ERRORS = (app.UsageError, DataError, ConfigError, TrainingError,
+               FileNotFoundError, FileExistsError)
 # Start-up lines TensorFlow writes to stderr whatever the log level.
 _START_UP_NOISE = re.compile(
     r"All log messages before absl::InitializeLog|port\.cc:.*oneDNN|"

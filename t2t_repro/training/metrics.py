@@ -11,7 +11,8 @@ from absl import logging
 
 class IntervalMetrics:
     """Step outputs (dicts of summed tensors: loss_sum, target_tokens,
-    correct, real_tokens, padded_tokens, grad_norm) since the last log."""
+    correct, real_tokens, padded_tokens, grad_norm, nonfinite) since the
+    last log."""
 
     def __init__(self):
         self.outputs = []
@@ -40,6 +41,7 @@ class IntervalMetrics:
             "padding_efficiency":
                 totals["real_tokens"] / max(totals["padded_tokens"], 1.0),
             "seconds_per_step": seconds / steps,
+            "nonfinite_steps": totals["nonfinite"],
         }
 
 

@@ -17,7 +17,7 @@ from t2t_repro.checkpoints import RunDir, checkpoint_step, model_checkpoint
 from t2t_repro.config import ConfigError
 from t2t_repro.data import pipeline
 from t2t_repro.model import Transformer
-from t2t_repro.training import distribution
+from t2t_repro.training import TrainingError, distribution
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
 from t2t_repro.training.metrics import IntervalMetrics, write_metrics
 from t2t_repro.training.precision import POLICIES, resolve_precision
@@ -48,6 +48,10 @@ class Trainer:
     model and optimizer; the deterministic input pipeline is rebuilt on
     resume and skips the batches already consumed, so a resumed run follows
     the same trajectory as an uninterrupted one.
+
+    A step whose loss or gradient norm is not finite applies no update;
+    `max_nonfinite` such steps in a row stop training with a
+    `TrainingError`, and weights that are not finite are never saved.
     """
 
     def __init__(self, model_config, options, strategy, vocab_proto,
@@ -199,12 +203,42 @@ class Trainer:
         # Before the update, which may change the fp16 loss scale.
         totals["grad_norm"] = tf.linalg.global_norm(gradients) / (
             replicas * self.optimizer.scale_loss(1.0))
+        # All-reduced values, so every replica takes the same decision.
+        finite = tf.math.is_finite(
+            context.all_reduce(_SUM, totals["loss_sum"]))
+        if self.options.mixed_precision != "fp16":
+            # (fp16's LossScaleOptimizer skips overflowing gradients and
+            # lowers its scale by itself.)
+            finite &= tf.math.is_finite(totals["grad_norm"])
         # The optimizer sums gradients over replicas again; they are already
         # summed (so that the norm above is the global one), hence / replicas.
-        self.optimizer.apply_gradients(zip(
-            [g / replicas for g in gradients],
-            self.model.trainable_variables))
+        self._apply_if(finite, [g / replicas for g in gradients])
+        # Summed over replicas by the step: 1 per skipped step.
+        totals["nonfinite"] = (1.0 - tf.cast(finite, tf.float32)) / replicas
         return totals
+
+    def _apply_if(self, finite, gradients):
+        """Applies `gradients` if `finite` (identical on every replica).
+
+        The update calls merge_call, which a cond in replica context cannot
+        contain, so (as in Keras' LossScaleOptimizer) the cond runs in
+        cross-replica context.
+        """
+        variables = self.model.trainable_variables
+
+        def apply(replica_gradients):
+            self.optimizer.apply_gradients(zip(replica_gradients, variables))
+
+        def skip():
+            pass
+
+        def cross_replica(strategy, finite, gradients):
+            finite = strategy.experimental_local_results(finite)[0]
+            tf.cond(finite, lambda: strategy.extended.call_for_each_replica(
+                apply, args=(gradients,)), skip)
+
+        tf.distribute.get_replica_context().merge_call(
+            cross_replica, args=(finite, gradients))
 
     def _compile_step(self, element_spec):
         micro_batch_gradients = self._micro_batch_gradients
@@ -257,6 +291,7 @@ class Trainer:
         previous = {sig: signal.signal(sig, self._request_stop)
                     for sig in (signal.SIGTERM, signal.SIGINT)}
         interval = IntervalMetrics()
+        nonfinite_in_a_row = 0
         self._session_start = time.perf_counter()
         self._session_start_seconds = float(self.train_seconds.numpy())
         try:
@@ -264,8 +299,23 @@ class Trainer:
                    self.interrupted_by is None):
                 micro_batches = tuple(next(iterator)
                                       for _ in range(options.accum_steps))
-                interval.add(train_step(micro_batches))
+                outputs = train_step(micro_batches)
+                interval.add(outputs)
                 step = self.step
+                nonfinite_in_a_row = (nonfinite_in_a_row + 1
+                                      if outputs["nonfinite"] > 0 else 0)
+                if nonfinite_in_a_row:
+                    logging.warning("step %d: loss or gradient norm not "
+                                    "finite; update skipped", step)
+                if nonfinite_in_a_row >= options.max_nonfinite:
+                    self._log_interval(interval)
+                    raise TrainingError(
+                        f"step {step}: the loss or gradient norm was not "
+                        f"finite for {nonfinite_in_a_row} steps in a row "
+                        "(their updates were skipped); the last good "
+                        f"checkpoint is {self.manager.latest_checkpoint}. "
+                        "Check the data or lower --learning_rate_scale, "
+                        "then run the same command to resume from it.")
                 if step % options.log_every == 0:
                     self._log_interval(interval)
                     interval = IntervalMetrics()
@@ -298,11 +348,22 @@ class Trainer:
                 self._session_start_seconds +
                 time.perf_counter() - self._session_start)
 
+    @tf.function
+    def _weights_are_finite(self):
+        return tf.reduce_all([tf.reduce_all(tf.math.is_finite(w))
+                              for w in self.model.weights
+                              if tf.as_dtype(w.dtype).is_floating])
+
     def _save(self):
         self._update_train_seconds()
         latest = self.manager.latest_checkpoint
         if latest and checkpoint_step(latest) == self.step:
             return
+        if not self._weights_are_finite():
+            # Never rotate a good checkpoint out for a broken one.
+            raise TrainingError(
+                f"step {self.step}: the weights are not finite, so they were "
+                f"not saved; the last good checkpoint is {latest}")
         path = self.manager.save(checkpoint_number=self.step)
         if self.is_chief:
             logging.info("saved %s", path)
