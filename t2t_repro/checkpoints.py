@@ -5,6 +5,7 @@ MODEL_DIR goes through `RunDir`.
       config.json     the TransformerConfig (a resume with another is refused)
       spm.model       the shared SentencePiece vocabulary
       training.json   the TrainingOptions the run was last started with
+      train.lock      pid and host of the trainer running on it, if any
       ckpt-N.*        the last --keep_checkpoints checkpoints (+ `checkpoint`)
       best/           the best checkpoints by dev BLEU (best_checkpoints.py)
       average/        t2t-train --average_last's average, itself a run dir
@@ -15,10 +16,12 @@ A checkpoint holds every model variable under its Keras path (see
 `model_checkpoint`) and, in training, the optimizer and step counters.
 """
 
+import atexit
 import dataclasses
 import json
 import os
 import shutil
+import socket
 import time
 
 import numpy as np
@@ -32,6 +35,7 @@ from t2t_repro.files import write_atomically
 
 CONFIG_FILENAME = "config.json"
 TRAINING_OPTIONS_FILENAME = "training.json"
+LOCK_FILENAME = "train.lock"
 CHECKPOINT_NAME = "ckpt"
 AVERAGE_DIRNAME = "average"
 # Options that decide which batches a step sees (or how it computes them):
@@ -111,6 +115,62 @@ class RunDir:
                        time.time() < deadline):
                     time.sleep(1)
         return self.load_vocabulary()
+
+    # train.lock --------------------------------------------------------
+
+    def lock_for_training(self):
+        """Makes this process the run's only trainer, until
+        `release_training_lock` or its exit.
+
+        Writes train.lock (pid, host) exclusively. A lock whose process is
+        gone (killed on this host) is taken over; a live one, or one from
+        another host (whose process cannot be checked from here), is a
+        ConfigError naming the holder. Directories on remote filesystems
+        (gs://...) are not locked: they have no exclusive create.
+        """
+        if "://" in self.path:
+            logging.warning("%s: remote model_dir, not locked against a "
+                            "second trainer", self.path)
+            return
+        os.makedirs(self.path, exist_ok=True)
+        path = self.file(LOCK_FILENAME)
+        mine = {"pid": os.getpid(), "host": socket.gethostname()}
+        while True:
+            try:
+                descriptor = os.open(path, os.O_CREAT | os.O_EXCL |
+                                     os.O_WRONLY)
+            except FileExistsError:
+                holder = _read_lock(path)
+                if holder == mine:
+                    return
+                if not _is_stale(path, holder, mine["host"]):
+                    raise ConfigError(
+                        f"{path}: another trainer (pid {holder.get('pid')} "
+                        f"on {holder.get('host')}) is using this model_dir; "
+                        "two would overwrite each other's checkpoints. "
+                        "Wait for it, or delete the file if it is gone.")
+                if holder:
+                    logging.warning("%s: taking over the lock of pid %s, "
+                                    "which is no longer running", path,
+                                    holder["pid"])
+                try:
+                    # Only one of several racing trainers wins the rename.
+                    os.rename(path, f"{path}.stale.{os.getpid()}")
+                    os.remove(f"{path}.stale.{os.getpid()}")
+                except FileNotFoundError:
+                    pass
+                continue
+            with os.fdopen(descriptor, "w") as handle:
+                json.dump(mine, handle)
+            atexit.register(self.release_training_lock)
+            return
+
+    def release_training_lock(self):
+        """Removes train.lock if this process holds it."""
+        path = self.file(LOCK_FILENAME)
+        if _read_lock(path) == {"pid": os.getpid(),
+                                "host": socket.gethostname()}:
+            os.remove(path)
 
     # training.json -----------------------------------------------------
 
@@ -236,6 +296,39 @@ class RunDir:
             shutil.rmtree(output.path, ignore_errors=True)
             self.average(output.path, count)
         return output, paths
+
+
+# A lock file this old that still holds no pid was cut off by a kill
+# between its creation and its write.
+_UNWRITTEN_LOCK_SECONDS = 10
+
+
+def _read_lock(path):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def _is_stale(path, holder, host):
+    """Whether the lock's process is known to be gone (or the lock was
+    released meanwhile)."""
+    if not holder:
+        try:
+            return (time.time() - os.path.getmtime(path) >
+                    _UNWRITTEN_LOCK_SECONDS)
+        except FileNotFoundError:
+            return True
+    if holder.get("host") != host or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, another user's
+    return False
 
 
 def model_checkpoint(model, **others):

@@ -58,6 +58,9 @@ def main():
         raise DataError("--keep_best and --patience rank checkpoints by "
                         "dev BLEU: give --dev_src/--dev_tgt or --tfds_name")
     run_dir = RunDir(FLAGS.model_dir)
+    if distribution.is_chief(strategy):
+        # Before the vocabulary is written (the Trainer takes it too).
+        run_dir.lock_for_training()
     proto = run_dir.ensure_vocabulary(vocabulary_trainer(train_corpus),
                                       distribution.is_chief(strategy))
     pipeline.check_a_pair_fits(

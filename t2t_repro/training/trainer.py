@@ -71,13 +71,19 @@ class Trainer:
         # The signal that interrupted training, if one did.
         self.interrupted_by = None
         if self.is_chief:
-            # Before any restore, so a changed config is named, not reported
-            # as a variable shape mismatch.
-            self.run_dir.save_config(model_config)
-            self.run_dir.save_vocabulary(vocab_proto)
-            self.run_dir.save_training_options(
-                options, strategy.num_replicas_in_sync,
-                options.allow_option_changes)
+            # Held until `train` returns.
+            self.run_dir.lock_for_training()
+            try:
+                # Before any restore, so a changed config is named, not
+                # reported as a variable shape mismatch.
+                self.run_dir.save_config(model_config)
+                self.run_dir.save_vocabulary(vocab_proto)
+                self.run_dir.save_training_options(
+                    options, strategy.num_replicas_in_sync,
+                    options.allow_option_changes)
+            except Exception:
+                self.run_dir.release_training_lock()
+                raise
         keras.utils.set_random_seed(options.seed)
         from t2t_repro.data.vocabulary import make_tokenizer, vocab_size_of
 
@@ -273,7 +279,17 @@ class Trainer:
         self.interrupted_by = signum
 
     def train(self):
-        """Trains to `train_steps`; returns the final step."""
+        """Trains to `train_steps`; returns the final step. Releases the
+        run directory's lock (another trainer may take it over) when it
+        returns or raises."""
+        if self.is_chief:
+            self.run_dir.lock_for_training()
+        try:
+            return self._train()
+        finally:
+            self.run_dir.release_training_lock()
+
+    def _train(self):
         options = self.options
         if self.step >= options.train_steps:
             logging.info("already at step %d >= train_steps", self.step)

@@ -1,11 +1,19 @@
 """Nothing lost to a NaN, a second trainer or a kill: each test removes a
 protection's reason to exist and checks the protection."""
 
+import json
+import os
+import socket
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from processes import REPO, quiet_environment
 from t2t_repro.checkpoints import RunDir
+from t2t_repro.config import ConfigError
 from t2t_repro.training import TrainingError
 from t2t_repro.training import trainer as trainer_module
 from toy_run import toy_trainer
@@ -88,3 +96,31 @@ def test_weights_that_are_not_finite_are_never_saved(tmp_path):
             r"the last good checkpoint is .*ckpt-1$")):
         trainer._save()
     assert RunDir(str(tmp_path)).latest_checkpoint().endswith("ckpt-1")
+
+
+def test_a_second_trainer_on_one_model_dir_is_refused(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from t2t_repro.checkpoints import RunDir; "
+         "RunDir(sys.argv[1]).lock_for_training(); print('locked', "
+         "flush=True); time.sleep(600)", str(tmp_path)],
+        cwd=REPO, env=quiet_environment(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(ConfigError, match=(
+                rf"train.lock: another trainer \(pid {holder.pid} on "
+                rf"{socket.gethostname()}\) is using this model_dir")):
+            toy_trainer(tmp_path, 1)
+        assert not (tmp_path / "ckpt-1.index").exists()
+    finally:
+        holder.kill()  # SIGKILL: its lock file stays behind
+        holder.wait()
+    # The holder is dead: its stale lock is taken over.
+    assert json.loads((tmp_path / "train.lock").read_text())["pid"] == (
+        holder.pid)
+    trainer = toy_trainer(tmp_path, 1)
+    assert json.loads((tmp_path / "train.lock").read_text()) == {
+        "pid": os.getpid(), "host": socket.gethostname()}
+    assert trainer.train() == 1
+    # Released when training ends.
+    assert not (tmp_path / "train.lock").exists()
