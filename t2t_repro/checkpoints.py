@@ -239,9 +239,20 @@ class RunDir:
         checkpoint = checkpoint or self.latest_checkpoint()
         if checkpoint is None:
             raise FileNotFoundError(f"{self.path}: no checkpoint found")
+        if not tf.io.gfile.exists(checkpoint + ".index"):
+            raise FileNotFoundError(
+                f"{checkpoint}: no such checkpoint ({checkpoint}.index is "
+                "missing; name it as path/ckpt-STEP)")
         model = Transformer(config, name="transformer")
-        model_checkpoint(model).restore(
-            checkpoint).expect_partial().assert_existing_objects_matched()
+        _check_shapes(model, checkpoint, self.file(CONFIG_FILENAME))
+        try:
+            model_checkpoint(model).restore(
+                checkpoint).expect_partial().assert_existing_objects_matched()
+        except (ValueError, AssertionError, tf.errors.OpError) as error:
+            first_line = str(error).strip().splitlines()[0]
+            raise ConfigError(
+                f"{checkpoint}: does not fit {self.file(CONFIG_FILENAME)}: "
+                f"{first_line}") from None
         return model, proto, checkpoint
 
     # Averaging ---------------------------------------------------------
@@ -353,6 +364,21 @@ def _variables_by_key(model):
         else:
             keyed[variable.path] = variable.value
     return keyed
+
+
+def _check_shapes(model, checkpoint, config_path):
+    """Raises ConfigError at the first model variable whose shape in
+    `checkpoint` differs (before a restore, which would fail half-way)."""
+    saved = tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
+    for key, variable in _variables_by_key(model).items():
+        # tf.train.Checkpoint's escaping of object-graph names.
+        escaped = key.replace(".", "..").replace("/", ".S")
+        shape = saved.get(f"model/{escaped}/.ATTRIBUTES/VARIABLE_VALUE")
+        if shape is not None and list(shape) != list(variable.shape):
+            raise ConfigError(
+                f"{checkpoint}: does not fit {config_path}: {key} has shape "
+                f"{list(shape)} in the checkpoint, {list(variable.shape)} in "
+                "the model")
 
 
 def checkpoint_step(checkpoint):

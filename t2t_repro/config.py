@@ -171,4 +171,8 @@ class DecodingOptions:
     jit_compile: bool = setting(True, "XLA-compile the decoder (once per "
                                 "batch shape; faster even counting that).",
                                 flag="decode_jit_compile")
+    max_batch_sentences: int = setting(
+        256, "Most sentences per decoding batch; an exported SavedModel "
+        "refuses larger requests (InvalidArgument: clients split them).",
+        lower_bound=1)
 

@@ -11,6 +11,7 @@ loop that batches sentences by length and restores their order.
 import sys
 
 import tensorflow as tf
+from absl import logging
 
 from t2t_repro.config import PAD_ID, DecodingOptions
 from t2t_repro.data.pipeline import bucket_boundaries
@@ -25,11 +26,16 @@ class TranslationGraph(tf.Module):
     Signatures (see `signatures`):
         serving_default: `inputs` tf.string `[batch]` -> `translations`
             tf.string `[batch]`, `scores` float32 `[batch]` (log P / length
-            penalty), with `decoding`'s beam size and alpha.
+            penalty), `truncated` bool `[batch]` (the input had more than
+            max_length subword tokens and was cut; also printed to the
+            server's log), with `decoding`'s beam size and alpha.
         translate: `inputs` `[batch]`, `beam_size` int32 scalar, `alpha`
             float32 scalar -> `translations` `[batch, beam_size]`, `scores`
-            `[batch, beam_size]`, n-best, best first. Never XLA-compiled:
-            its shapes depend on the request's beam size.
+            `[batch, beam_size]`, n-best, best first, and `truncated`
+            `[batch]`. Never XLA-compiled: its shapes depend on the
+            request's beam size.
+    Both refuse (InvalidArgument) a batch of more than
+    `decoding.max_batch_sentences` inputs: a request's memory is bounded.
 
     Args:
         model: a trained `Transformer`.
@@ -51,6 +57,10 @@ class TranslationGraph(tf.Module):
         self.tokenizer = tokenizer
         self.boundaries = tf.constant(bucket_boundaries(self.max_length),
                                       tf.int32)
+        # A variable, so that SavedModelTranslator can read it back.
+        self.max_batch_sentences = tf.Variable(
+            decoding.max_batch_sentences, trainable=False,
+            name="max_batch_sentences")
         best = best_translation_fn(decoding.beam_size, decoding.alpha)
         # `(ids [batch, length], scores [batch])` of bucket-padded ids.
         self.decode_ids = tf.function(lambda ids: best(model, ids),
@@ -59,14 +69,19 @@ class TranslationGraph(tf.Module):
             lambda ids, k, a: n_best_translations(model, ids, k, a))
 
     def source_ids(self, inputs):
-        """Tokenized and padded to a training bucket's length: an XLA
-        decoder then compiles a few shapes, not one per input length."""
-        ids = tokenize_sources(self.tokenizer, inputs, self.max_length)
+        """(ids, truncated) of a request: tokenized and padded to a training
+        bucket's length (an XLA decoder then compiles a few shapes, not one
+        per input length), and which inputs were cut to max_length."""
+        tf.debugging.assert_less_equal(
+            tf.size(inputs), self.max_batch_sentences,
+            message="too many sentences in one request; split it")
+        ids, truncated = tokenize_sources(self.tokenizer, inputs,
+                                          self.max_length)
         width = tf.shape(ids)[1]
         bucket = tf.gather(self.boundaries, tf.reduce_min(
             tf.where(self.boundaries >= width)))
         return tf.pad(ids, [[0, 0], [0, bucket - width]],
-                      constant_values=PAD_ID)
+                      constant_values=PAD_ID), truncated
 
     def _detokenize(self, ids):
         return self.tokenizer.detokenize(
@@ -75,8 +90,15 @@ class TranslationGraph(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string,
                                                 name="inputs")])
     def serve(self, inputs):
-        ids, scores = self.decode_ids(self.source_ids(inputs))
-        return {"translations": self._detokenize(ids), "scores": scores}
+        source, truncated = self.source_ids(inputs)
+        cut = tf.reduce_sum(tf.cast(truncated, tf.int32))
+        if cut > 0:
+            tf.print("t2t_repro:", cut, "of", tf.size(inputs), "inputs had "
+                     "more than", self.max_length, "subword tokens and were "
+                     "truncated", output_stream=sys.stderr)
+        ids, scores = self.decode_ids(source)
+        return {"translations": self._detokenize(ids), "scores": scores,
+                "truncated": truncated}
 
     @tf.function(input_signature=[
         tf.TensorSpec([None], tf.string, name="inputs"),
@@ -88,12 +110,12 @@ class TranslationGraph(tf.Module):
                     beam_size, message="beam_size must be >= 1"),
                 tf.debugging.assert_non_negative(
                     alpha, message="alpha must be >= 0")]):
-            ids, scores = self._n_best(self.source_ids(inputs), beam_size,
-                                       alpha)
+            source, truncated = self.source_ids(inputs)
+            ids, scores = self._n_best(source, beam_size, alpha)
         batch = tf.shape(ids)[0]
         texts = self._detokenize(tf.reshape(ids, [batch * beam_size, -1]))
         return {"translations": tf.reshape(texts, [batch, beam_size]),
-                "scores": scores}
+                "scores": scores, "truncated": truncated}
 
     def signatures(self):
         return {"serving_default": self.serve, "translate": self.translate}
@@ -104,14 +126,15 @@ def progress_line(done, total):
           file=sys.stderr, flush=True)
 
 
-def batches_by_length(lengths, batch_tokens):
+def batches_by_length(lengths, batch_tokens, max_sentences):
     """Index lists of items of similar length, longest first, each holding
-    at most `batch_tokens` tokens of its longest item's length (or a
-    single item)."""
+    at most `max_sentences` items and `batch_tokens` tokens of its longest
+    item's length (or a single item)."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batch, width = [], 0
     for index in order:
-        if batch and (len(batch) + 1) * width > batch_tokens:
+        if batch and ((len(batch) + 1) * width > batch_tokens or
+                      len(batch) == max_sentences):
             yield batch
             batch = []
         if not batch:
@@ -130,28 +153,41 @@ class _BatchingTranslator:
         self.decoding = decoding
 
     def _translate_batch(self, sentences):
-        """(translations, scores) tensors of a `tf.string` batch."""
+        """(translations, scores, truncated) tensors of a `tf.string`
+        batch (see `TranslationGraph`)."""
         raise NotImplementedError
+
+    def _max_batch_sentences(self):
+        return self.decoding.max_batch_sentences
 
     def translate_with_scores(self, sentences, progress=False):
         """(translations, scores) of `sentences` (a list of str), in order.
 
-        A score is log P(translation) / length_penalty.
+        A score is log P(translation) / length_penalty. Inputs longer than
+        the model's max_length are cut (keeping EOS); how many is logged.
         """
         lengths = [len(s.split()) + 1 for s in sentences]
         translations = [None] * len(sentences)
         scores = [None] * len(sentences)
-        done = 0
-        for batch in batches_by_length(lengths, self.decoding.batch_tokens):
-            texts, batch_scores = self._translate_batch(
+        done = truncated = 0
+        for batch in batches_by_length(lengths, self.decoding.batch_tokens,
+                                       self._max_batch_sentences()):
+            texts, batch_scores, batch_truncated = self._translate_batch(
                 tf.constant([sentences[i] for i in batch], tf.string))
             for index, text, score in zip(batch, texts.numpy(),
                                           batch_scores.numpy()):
                 translations[index] = text.decode("utf-8")
                 scores[index] = float(score)
+            truncated += int(tf.reduce_sum(tf.cast(batch_truncated,
+                                                   tf.int32)))
             done += len(batch)
             if progress:
                 progress_line(done, len(sentences))
+        if truncated:
+            logging.warning("%d of %d inputs had more subword tokens than "
+                            "the model's max_length and were truncated "
+                            "(their translations cover only the start)",
+                            truncated, len(sentences))
         return translations, scores
 
     def translate(self, sentences, progress=False):
@@ -182,7 +218,8 @@ class Translator(_BatchingTranslator):
 
     def _translate_batch(self, sentences):
         outputs = self.graph.serve(sentences)
-        return outputs["translations"], outputs["scores"]
+        return (outputs["translations"], outputs["scores"],
+                outputs["truncated"])
 
 
 class SavedModelTranslator(_BatchingTranslator):
@@ -192,10 +229,24 @@ class SavedModelTranslator(_BatchingTranslator):
         import tensorflow_text  # noqa: F401  registers the SentencePiece ops
 
         super().__init__(decoding)
-        self._signature = tf.saved_model.load(path).signatures["translate"]
+        if not tf.saved_model.contains_saved_model(path):
+            raise FileNotFoundError(f"{path}: no SavedModel there (no "
+                                    "saved_model.pb)")
+        loaded = tf.saved_model.load(path)
+        self._signature = loaded.signatures["translate"]
+        # Exports older than the request cap have none.
+        cap = getattr(loaded, "max_batch_sentences", None)
+        self._export_cap = None if cap is None else int(cap.numpy())
+
+    def _max_batch_sentences(self):
+        return min(filter(None, [self.decoding.max_batch_sentences,
+                                 self._export_cap]))
 
     def _translate_batch(self, sentences):
         outputs = self._signature(
             inputs=sentences, beam_size=tf.constant(self.decoding.beam_size),
             alpha=tf.constant(self.decoding.alpha, tf.float32))
-        return outputs["translations"][:, 0], outputs["scores"][:, 0]
+        # Exports older than the `truncated` output: nothing reported.
+        truncated = outputs.get("truncated", tf.zeros([0], tf.bool))
+        return (outputs["translations"][:, 0], outputs["scores"][:, 0],
+                truncated)

@@ -19,8 +19,8 @@ def attention_maps(model, tokenizer, sentence, translation_ids):
     from t2t_repro.config import BOS_ID
     from t2t_repro.data.vocabulary import tokenize_sources
 
-    source = tokenize_sources(tokenizer, tf.constant([sentence]),
-                              model.config.max_length)
+    source, _ = tokenize_sources(tokenizer, tf.constant([sentence]),
+                                 model.config.max_length)
     output = tf.constant([translation_ids], tf.int32)
     target_in = tf.concat([[[BOS_ID]], output[:, :-1]], axis=1)
     encoded, encoder_weights = model.encode(source, training=False,
@@ -91,5 +91,6 @@ def translation_ids(translator, sentence):
     from t2t_repro.config import PAD_ID
 
     graph = translator.graph
-    ids, _ = graph.decode_ids(graph.source_ids(tf.constant([sentence])))
+    source, _ = graph.source_ids(tf.constant([sentence]))
+    ids, _ = graph.decode_ids(source)
     return [int(i) for i in ids[0].numpy() if i != PAD_ID]

@@ -12,7 +12,7 @@ from processes import HELPERS, run_python
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
-from t2t_repro.inference import Translator
+from t2t_repro.inference import SavedModelTranslator, Translator
 from t2t_repro.serving import export_saved_model
 from toy_run import LEARNABLE_STEPS
 
@@ -24,6 +24,10 @@ SENTENCES = [
     " ".join(["ein hund läuft"] * 340),  # over 1000 pieces
     "eine katze",
 ]
+# The toy model's max_length is 32 pieces: the long sentence is cut.
+TRUNCATED = [False, False, False, False, True, False]
+TRUNCATION_LOG = ("1 of 6 inputs had more subword tokens than the model's "
+                  "max_length and were truncated")
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +69,7 @@ def test_fresh_process_translates_like_the_checkpoint(
     translations, scores = checkpoint_translations
     assert result["translations"] == translations
     np.testing.assert_allclose(result["scores"], scores, atol=1e-4)
+    assert result["truncated"] == TRUNCATED
 
 
 def test_a_batch_of_zero(exported):
@@ -93,6 +98,7 @@ def test_n_best_signature(exported):
     outputs = translate(inputs=tf.constant(SENTENCES[:2]),
                         beam_size=tf.constant(3), alpha=tf.constant(0.6))
     assert outputs["translations"].shape == (2, 3)
+    assert outputs["truncated"].numpy().tolist() == TRUNCATED[:2]
     scores = outputs["scores"].numpy()
     assert np.all(np.diff(scores, axis=1) <= 1e-6)
     assert len(set(outputs["translations"][0].numpy())) == 3
@@ -127,25 +133,28 @@ def test_translate_cli_from_checkpoint_and_saved_model(
                                      f"--input={source}")
     assert from_checkpoint.returncode == 0, from_checkpoint.stderr[-3000:]
     assert from_checkpoint.stdout == expected
+    assert from_checkpoint.stderr.count(TRUNCATION_LOG) == 1
     output = tmp_path / "out.txt"
     from_saved_model = _translate_cli(f"--saved_model={exported}",
                                       f"--output={output}",
                                       stdin=source.read_text("utf-8"))
     assert from_saved_model.returncode == 0, from_saved_model.stderr[-3000:]
     assert output.read_text("utf-8") == expected
+    assert from_saved_model.stderr.count(TRUNCATION_LOG) == 1
 
 
-def test_translate_cli_errors(toy_run_dir, tmp_path):
-    result = _translate_cli(f"--model_dir={toy_run_dir}",
-                            f"--saved_model={tmp_path}")
-    assert result.returncode != 0
-    assert "exactly one of --model_dir and --saved_model" in result.stderr
-    bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"ein hund\n\xff\xfe katze\n")
-    result = _translate_cli(f"--model_dir={toy_run_dir}", f"--input={bad}")
-    assert result.returncode != 0
-    assert f"{bad}:2: not valid UTF-8" in result.stderr
-    result = _translate_cli(f"--model_dir={tmp_path}", "--input=-",
-                            stdin="x\n")
-    assert result.returncode != 0
-    assert "config.json: not found" in result.stderr
+def test_a_request_over_the_cap_is_refused_and_translators_split(
+        toy_run_dir, checkpoint_translations, tmp_path):
+    path = export_saved_model(
+        toy_run_dir, str(tmp_path), version=3,
+        decoding=DecodingOptions(jit_compile=False, max_batch_sentences=2))
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    assert serve(inputs=tf.constant(SENTENCES[:2]))[
+        "translations"].shape == (2,)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="too many sentences in one request"):
+        serve(inputs=tf.constant(SENTENCES[:3]))
+    # The client reads the cap from the export and sends batches under it,
+    # whatever its own (larger) setting.
+    assert SavedModelTranslator(path).translate(SENTENCES) == \
+        checkpoint_translations[0]

@@ -30,7 +30,11 @@ FLAGS = flags.FLAGS
 def _parse_indices(text, count, name):
     if not text:
         return list(range(count))
-    indices = [int(part) for part in text.split(",")]
+    try:
+        indices = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise app.UsageError(f"--{name}={text}: give comma-separated "
+                             f"indices, e.g. --{name}=0,1") from None
     bad = [i for i in indices if not 0 <= i < count]
     if bad:
         raise app.UsageError(f"--{name}={text}: {bad} out of range; the "

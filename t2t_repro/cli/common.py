@@ -8,8 +8,9 @@
   does not hide them all: they are filtered out of stderr while TensorFlow
   loads, unless the user asks for them with TF_CPP_MIN_LOG_LEVEL or
   --verbosity >= 1.
-- Bad input (a `DataError`, `ConfigError`, missing or existing file) ends
-  the tool with one line naming the problem, never a traceback.
+- Bad input (a bad flag, a `DataError` or `ConfigError`, a file that
+  cannot be read or written) ends the tool with one line naming the
+  problem, exit status 2, never a traceback.
 """
 
 import os
@@ -24,9 +25,12 @@ from t2t_repro.data import DataError
 from t2t_repro.training import TrainingError
 
 FLAGS = flags.FLAGS
-# Errors that describe the user's input, not a bug.
+# Errors that describe the user's input or files, not a bug.
 USER_ERRORS = (app.UsageError, DataError, ConfigError, TrainingError,
-               FileNotFoundError, FileExistsError)
+               OSError)
+# TensorFlow's file-system errors (tf.io.gfile, SavedModel writing).
+_TENSORFLOW_FILE_ERRORS = ("NotFoundError", "PermissionDeniedError",
+                           "AlreadyExistsError")
 # Start-up lines TensorFlow writes to stderr whatever the log level.
 _START_UP_NOISE = re.compile(
     r"All log messages before absl::InitializeLog|port\.cc:.*oneDNN|"
@@ -73,6 +77,36 @@ def import_tensorflow_quietly():
                     print(line, file=sys.stderr)
 
 
+def _exit_with_error(message):
+    sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: "
+                     f"{message}\n")
+    sys.exit(2)
+
+
+def _describe(error):
+    """One line for a user error: an OSError as 'path: reason'."""
+    if isinstance(error, OSError) and error.filename and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    text = getattr(error, "message", None) or str(error)
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _is_user_error(error):
+    if isinstance(error, USER_ERRORS):
+        return True
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(error, tuple(
+        getattr(tf.errors, name) for name in _TENSORFLOW_FILE_ERRORS))
+
+
+def _parse_flags(argv):
+    """absl's parser, with a bad flag as one line like every other error."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as error:
+        _exit_with_error(" ".join(str(error).split()))
+
+
 def run(main):
     """`app.run(main)` with the tool's flags in --help, TensorFlow's
     start-up noise hidden and user errors as one line."""
@@ -87,9 +121,9 @@ def run(main):
                 raise app.UsageError(f"unexpected arguments {argv[1:]}: "
                                      "every input is a --flag")
             return main()
-        except USER_ERRORS as error:
-            sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: "
-                             f"{error or type(error).__name__}\n")
-            sys.exit(2)
+        except Exception as error:  # noqa: BLE001 (bugs are re-raised)
+            if not _is_user_error(error):
+                raise
+            _exit_with_error(_describe(error))
 
-    app.run(main_with_one_line_errors)
+    app.run(main_with_one_line_errors, flags_parser=_parse_flags)

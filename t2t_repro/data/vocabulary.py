@@ -82,9 +82,11 @@ def truncate_keeping_eos(ids, max_length):
 
 
 def tokenize_sources(tokenizer, sentences, max_length):
-    """Source ids for the model: int32 `[batch, width]`, PAD_ID padded,
+    """(source ids, truncated): int32 `[batch, width]` ids, PAD_ID padded,
     every row ending in EOS and cut by `truncate_keeping_eos`, as
-    `--overlong=truncate` does in training. Pure TensorFlow, so the
+    `--overlong=truncate` does in training; bool `[batch]`, which rows
+    were longer than `max_length` and cut. Pure TensorFlow, so the
     exported SavedModel runs it too."""
-    return truncate_keeping_eos(tokenizer.tokenize(sentences),
-                                max_length).to_tensor(default_value=PAD_ID)
+    ids = tokenizer.tokenize(sentences)
+    return (truncate_keeping_eos(ids, max_length).to_tensor(
+        default_value=PAD_ID), ids.row_lengths() > max_length)

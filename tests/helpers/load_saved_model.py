@@ -38,6 +38,7 @@ def main(mode, path):
     print(json.dumps({
         "translations": [t.decode("utf-8") for t in outputs["translations"]],
         "scores": [float(s) for s in outputs["scores"]],
+        "truncated": [bool(t) for t in outputs["truncated"]],
         "t2t_modules": sorted(m for m in sys.modules
                               if m.startswith("t2t_repro"))}))
 

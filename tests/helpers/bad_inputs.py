@@ -1,0 +1,178 @@
+"""The bad-input matrix: each tool given a kind of bad input, and the one
+line it must answer with (tests/cli/test_bad_input.py runs it).
+
+    python tests/helpers/bad_inputs.py RUN_DIR
+
+prints the matrix with the messages observed, as the README's
+"Reliability" table (RUN_DIR: any trained run directory).
+"""
+
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+
+from processes import run_python
+
+
+@dataclasses.dataclass(frozen=True)
+class BadInput:
+    tool: str
+    problem: str
+    flags: tuple  # {d}: the files' directory, {run}: a trained run
+    expected: str  # in the error line, after the same substitutions
+
+
+def write_files(directory, run_dir):
+    """The bad files, and a copy of `run_dir` whose config.json no longer
+    fits its checkpoints."""
+    files = {
+        "three.en": b"a b\nc d\ne f\n",
+        "three.de": b"x\ny\nz\n",
+        "two.de": b"x\ny\n",
+        "blank.en": b" \n\t\n  \n",
+        "empty.en": b"",
+        "bad_utf8.en": b"ok\n\xff\xfe bad\nok\n",
+    }
+    for name, data in files.items():
+        with open(os.path.join(directory, name), "wb") as handle:
+            handle.write(data)
+    refit = os.path.join(directory, "refit")
+    shutil.copytree(run_dir, refit)
+    config = os.path.join(refit, "config.json")
+    with open(config) as handle:
+        text = handle.read()
+    with open(config, "w") as handle:
+        handle.write(text.replace('"d_ff": ', '"d_ff": 1'))
+
+
+CASES = [
+    BadInput("train", "missing file",
+             ("--model_dir={d}/m", "--train_src={d}/missing.en",
+              "--train_tgt={d}/three.de"),
+             "{d}/missing.en: no such file"),
+    BadInput("train", "mismatched lines",
+             ("--model_dir={d}/m", "--train_src={d}/three.en",
+              "--train_tgt={d}/two.de"),
+             "{d}/two.de has 2 lines but {d}/three.en has 3: parallel files "
+             "must be line-aligned (first unmatched line: {d}/three.en:3)"),
+    BadInput("train", "empty file",
+             ("--model_dir={d}/m", "--train_src={d}/empty.en",
+              "--train_tgt={d}/empty.en"),
+             "{d}/empty.en: empty file"),
+    BadInput("train", "whitespace-only lines",
+             ("--model_dir={d}/m", "--train_src={d}/blank.en",
+              "--train_tgt={d}/three.de"),
+             "every one of the 3 lines has an empty (or whitespace-only) "
+             "side"),
+    BadInput("train", "invalid UTF-8",
+             ("--model_dir={d}/m", "--train_src={d}/bad_utf8.en",
+              "--train_tgt={d}/three.de"),
+             "{d}/bad_utf8.en:2: not valid UTF-8"),
+    BadInput("train", "no pair fits --max_length",
+             ("--model_dir={d}/m", "--train_src={d}/three.en",
+              "--train_tgt={d}/three.de", "--max_length=1"),
+             "{d}/three.en: no pair fits --max_length=1"),
+    BadInput("train", "unknown flag", ("--model_dir={d}/m", "--no_such=1"),
+             "Unknown command line flag 'no_such'"),
+    BadInput("train", "contradictory flags",
+             ("--model_dir={d}/m", "--train_src={d}/three.en",
+              "--train_tgt={d}/three.de", "--keep_best=2"),
+             "--keep_best and --patience rank checkpoints by dev BLEU: give "
+             "--dev_src/--dev_tgt or --tfds_name"),
+    BadInput("train", "impossible model",
+             ("--model_dir={d}/m", "--train_src={d}/three.en",
+              "--train_tgt={d}/three.de", "--d_model=30", "--num_heads=4"),
+             "d_model=30 is not divisible by num_heads=4"),
+    BadInput("train", "unwritable model_dir",
+             ("--model_dir=/proc/t2t_run", "--train_src={d}/three.en",
+              "--train_tgt={d}/three.de"),
+             "/proc/t2t_run: No such file or directory"),
+    BadInput("eval", "not a run directory",
+             ("--model_dir={d}/nothing", "--test_src={d}/three.en",
+              "--test_tgt={d}/three.de"),
+             "{d}/nothing/config.json: not found; is {d}/nothing a t2t-train "
+             "model_dir?"),
+    BadInput("eval", "mismatched lines",
+             ("--model_dir={run}", "--test_src={d}/three.en",
+              "--test_tgt={d}/two.de"),
+             "parallel files must be line-aligned"),
+    BadInput("eval", "checkpoint does not fit config.json",
+             ("--model_dir={d}/refit", "--test_src={d}/three.en",
+              "--test_tgt={d}/three.de"),
+             "does not fit {d}/refit/config.json: "),
+    BadInput("eval", "unwritable output_dir",
+             ("--model_dir={run}", "--test_src={d}/three.en",
+              "--test_tgt={d}/three.de", "--output_dir=/proc/t2t_eval"),
+             "/proc/t2t_eval: No such file or directory"),
+    BadInput("translate", "missing --saved_model",
+             ("--saved_model={d}/nothing", "--input={d}/three.en"),
+             "{d}/nothing: no SavedModel there (no saved_model.pb)"),
+    BadInput("translate", "missing --input",
+             ("--model_dir={run}", "--input={d}/missing.en"),
+             "{d}/missing.en: no such file"),
+    BadInput("translate", "invalid UTF-8",
+             ("--model_dir={run}", "--input={d}/bad_utf8.en"),
+             "{d}/bad_utf8.en:2: not valid UTF-8"),
+    BadInput("translate", "missing --checkpoint",
+             ("--model_dir={run}", "--checkpoint={run}/ckpt-99999",
+              "--input={d}/three.en"),
+             "{run}/ckpt-99999: no such checkpoint"),
+    BadInput("translate", "contradictory flags",
+             ("--model_dir={run}", "--saved_model={d}", "--input={d}/three.en"),
+             "give exactly one of --model_dir and --saved_model"),
+    BadInput("translate", "unwritable --output",
+             ("--model_dir={run}", "--input={d}/three.en",
+              "--output=/proc/t2t/out.txt"),
+             "/proc/t2t/out.txt: No such file or directory"),
+    BadInput("export", "not a run directory",
+             ("--model_dir={d}/nothing", "--export_dir={d}/export"),
+             "{d}/nothing/config.json: not found"),
+    BadInput("export", "unwritable --export_dir",
+             ("--model_dir={run}", "--export_dir=/proc/t2t_export"),
+             "/proc/t2t_export"),
+    BadInput("average", "fewer checkpoints than asked",
+             ("--model_dir={run}", "--output_dir={d}/average",
+              "--num_checkpoints=99"),
+             "cannot average the last 99"),
+    BadInput("attention", "not a run directory",
+             ("--model_dir={d}/nothing", "--sentence=a b"),
+             "{d}/nothing/config.json: not found"),
+    BadInput("attention", "--heads not indices",
+             ("--model_dir={run}", "--sentence=a b", "--heads=a"),
+             "--heads=a: give comma-separated indices, e.g. --heads=0,1"),
+    BadInput("attention", "--layers out of range",
+             ("--model_dir={run}", "--sentence=a b", "--layers=7"),
+             "--layers=7: [7] out of range"),
+    BadInput("summary", "impossible model", ("--d_model=30",),
+             "d_model=30 is not divisible by num_heads=8"),
+]
+
+
+def fill(text, directory, run_dir):
+    return text.replace("{d}", directory).replace("{run}", run_dir)
+
+
+def run_case(case, directory, run_dir):
+    """(exit status, stderr) of the tool given the case's flags."""
+    result = run_python(["-m", "t2t_repro.cli", case.tool,
+                         *(fill(f, directory, run_dir) for f in case.flags)],
+                        timeout=300)
+    return result.returncode, result.stderr
+
+
+def main(run_dir):
+    print("| tool | bad input | exit | message |\n|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as directory:
+        write_files(directory, run_dir)
+        for case in CASES:
+            status, stderr = run_case(case, directory, run_dir)
+            line = stderr.strip().splitlines()[-1]
+            line = line.replace(directory, "DIR").replace(run_dir, "RUN")
+            print(f"| t2t-{case.tool} | {case.problem} | {status} | "
+                  f"`{line}` |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
