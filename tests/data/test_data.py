@@ -77,6 +77,32 @@ def test_empty_pairs_are_counted_and_filtered(tmp_path):
     assert pairs == [(b"a", b"A"), (b"d", b"D")]
 
 
+def test_crlf_files_read_like_lf_files(tmp_path):
+    (tmp_path / "crlf.en").write_bytes(b"a dog\r\n\r\nthe cat\r\n")
+    (tmp_path / "crlf.de").write_bytes(b"ein hund\r\nleer\r\ndie katze")
+    source, target = str(tmp_path / "crlf.en"), str(tmp_path / "crlf.de")
+    assert text_files.check_parallel_files(source, target).empty_lines == [2]
+    assert text_files.read_lines(source) == ["a dog", "", "the cat"]
+    pairs = list(text_files.text_file_pairs(source, target)
+                 .as_numpy_iterator())
+    assert pairs == [(b"a dog", b"ein hund"), (b"the cat", b"die katze")]
+
+
+def test_a_10000_token_line_is_dropped_or_cut_not_fatal(multi30k_vocab):
+    tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
+    pairs = tf.data.Dataset.from_tensor_slices(
+        (["a dog runs", " ".join(["dog"] * 10_000)], ["ein hund", "hund"]))
+    batches = list(pipeline.training_batches(
+        pairs, tokenizer, batch_tokens=64, max_length=16, repeat=False))
+    assert sum(int(s.shape[0]) for (s, _), _ in batches) == 1
+    cut = list(pipeline.training_batches(
+        pairs, tokenizer, batch_tokens=64, max_length=16, repeat=False,
+        overlong="truncate"))
+    widths = sorted(int(s.shape[1]) for (s, _), _ in cut)
+    assert sum(int(s.shape[0]) for (s, _), _ in cut) == 2
+    assert widths[-1] == 16
+
+
 def test_tf_text_ids_equal_sentencepiece_ids(multi30k_vocab):
     sentences = text_files.read_lines(multi30k("val", "de"))[:300]
     processor = spm.SentencePieceProcessor(model_proto=multi30k_vocab)
