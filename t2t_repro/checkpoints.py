@@ -177,15 +177,15 @@ class RunDir:
     def save_training_options(self, options, replicas, allow_changes=False):
         """Writes how the run was last started (with the replica count);
         refuses, unless `allow_changes`, a resume that changes one of
-        DATA_ORDER_OPTIONS."""
+        DATA_ORDER_OPTIONS. Returns the changed ones' names."""
         values = {k: v for k, v in dataclasses.asdict(options).items()
                   if k != "model_dir"}
         values["replicas"] = replicas
         previous = self.load_training_options()
-        if previous and not allow_changes:
-            changed = {k: (previous.get(k), values[k])
-                       for k in DATA_ORDER_OPTIONS
-                       if k in previous and previous[k] != values[k]}
+        changed = {k: (previous.get(k), values[k])
+                   for k in DATA_ORDER_OPTIONS
+                   if previous and k in previous and previous[k] != values[k]}
+        if not allow_changes:
             if changed:
                 raise ConfigError(
                     f"{self.file(TRAINING_OPTIONS_FILENAME)}: resuming with "
@@ -194,6 +194,7 @@ class RunDir:
                     "flags, or --allow_option_changes.")
         write_atomically(self.file(TRAINING_OPTIONS_FILENAME),
                          json.dumps(values, indent=2))
+        return sorted(changed)
 
     def load_training_options(self):
         """training.json as a dict, or None before the run's first start."""
@@ -379,6 +380,12 @@ def _check_shapes(model, checkpoint, config_path):
                 f"{checkpoint}: does not fit {config_path}: {key} has shape "
                 f"{list(shape)} in the checkpoint, {list(variable.shape)} in "
                 "the model")
+
+
+def holds(checkpoint, name):
+    """Whether `checkpoint` saved an object under the top-level `name`."""
+    return any(key.startswith(f"{name}/") for key in
+               tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map())
 
 
 def checkpoint_step(checkpoint):

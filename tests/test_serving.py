@@ -7,6 +7,8 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from processes import HELPERS, run_python
 from t2t_repro.checkpoints import RunDir
@@ -158,3 +160,39 @@ def test_a_request_over_the_cap_is_refused_and_translators_split(
     # whatever its own (larger) setting.
     assert SavedModelTranslator(path).translate(SENTENCES) == \
         checkpoint_translations[0]
+
+
+# Any bytes a client may send: text (any code point, combining marks,
+# whitespace), raw bytes (invalid UTF-8, lone surrogates' encodings, NULs),
+# empty and long strings.
+_INPUT = st.one_of(st.text(max_size=300).map(lambda t: t.encode("utf-8")),
+                   st.binary(max_size=300),
+                   st.sampled_from([b"", b"\xed\xa0\x80", b" " * 50,
+                                    "犬 " .encode() * 700, b"\x00" * 2000]))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(_INPUT, max_size=6))
+def test_serving_fuzz_one_string_per_input_never_raises(exported, batch):
+    serve = _serving_default(exported)
+    first = serve(inputs=tf.constant(batch, tf.string, shape=[len(batch)]))
+    again = serve(inputs=tf.constant(batch, tf.string, shape=[len(batch)]))
+    assert first["translations"].shape == (len(batch),)
+    assert first["translations"].dtype == tf.string
+    assert first["truncated"].shape == (len(batch),)
+    np.testing.assert_array_equal(first["translations"].numpy(),
+                                  again["translations"].numpy())
+    np.testing.assert_array_equal(first["scores"].numpy(),
+                                  again["scores"].numpy())
+
+
+_LOADED = {}
+
+
+def _serving_default(path):
+    """The export's serving_default, loaded once per path."""
+    if path not in _LOADED:
+        _LOADED[path] = tf.saved_model.load(path).signatures[
+            "serving_default"]
+    return _LOADED[path]

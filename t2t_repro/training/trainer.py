@@ -13,7 +13,8 @@ from absl import logging
 from tensorboard.plugins.hparams import api as hparams_api
 
 from t2t_repro.best_checkpoints import BestCheckpoints
-from t2t_repro.checkpoints import RunDir, checkpoint_step, model_checkpoint
+from t2t_repro.checkpoints import (RunDir, checkpoint_step, holds,
+                                   model_checkpoint)
 from t2t_repro.config import ConfigError
 from t2t_repro.data import pipeline
 from t2t_repro.model import Transformer
@@ -38,6 +39,12 @@ def _global_dtype_policy(policy):
         keras.mixed_precision.set_global_policy(previous)
 
 
+@tf.function
+def _advance(iterator, count):
+    for _ in tf.range(count):
+        iterator.get_next()
+
+
 class Trainer:
     """Trains a `Transformer` under a `tf.distribute` strategy.
 
@@ -45,9 +52,13 @@ class Trainer:
     label-smoothed loss gradients, divides by the number of real target
     tokens over all replicas and micro-batches, and applies one Adam update:
     the result does not depend on the replica count. Checkpoints hold the
-    model and optimizer; the deterministic input pipeline is rebuilt on
-    resume and skips the batches already consumed, so a resumed run follows
-    the same trajectory as an uninterrupted one.
+    model and optimizer and, with one replica, the input iterator (its
+    shuffle buffer included), so a resume continues the data stream where
+    it stopped at a cost that does not grow with the step. With several
+    replicas (tf.distribute's iterators cannot be saved), with checkpoints
+    that predate this, or after `allow_option_changes`, the deterministic
+    pipeline is rebuilt and skips the batches already consumed. Either way
+    a resumed run follows the same trajectory as an uninterrupted one.
 
     A step whose loss or gradient norm is not finite applies no update;
     `max_nonfinite` such steps in a row stop training with a
@@ -70,6 +81,7 @@ class Trainer:
         self.run_dir = RunDir(options.model_dir)
         # The signal that interrupted training, if one did.
         self.interrupted_by = None
+        data_order_changed = []
         if self.is_chief:
             # Held until `train` returns.
             self.run_dir.lock_for_training()
@@ -78,7 +90,7 @@ class Trainer:
                 # reported as a variable shape mismatch.
                 self.run_dir.save_config(model_config)
                 self.run_dir.save_vocabulary(vocab_proto)
-                self.run_dir.save_training_options(
+                data_order_changed = self.run_dir.save_training_options(
                     options, strategy.num_replicas_in_sync,
                     options.allow_option_changes)
             except Exception:
@@ -123,6 +135,16 @@ class Trainer:
             self.model, optimizer=self.optimizer,
             global_step=self.global_step, train_seconds=self.train_seconds,
             tokens_seen=self.tokens_seen)
+        # A plain tf.data iterator, saved in the checkpoints, or None: the
+        # input is then a tf.distribute iterator made by `train` (or, with
+        # no `train_pairs`, batches its caller feeds to the compiled step).
+        self.input_iterator = None
+        if strategy.num_replicas_in_sync == 1 and train_pairs is not None:
+            self.input_iterator = iter(self._dataset_fn(
+                tf.distribute.InputContext(), skip_batches=0))
+            if not data_order_changed:
+                # (A changed pipeline cannot take the old one's state.)
+                self.checkpoint.input = self.input_iterator
         self.manager = self.run_dir.checkpoint_manager(
             self.checkpoint, options.keep_checkpoints,
             worker=None if self.is_chief else
@@ -130,6 +152,16 @@ class Trainer:
         restored = self.manager.restore_or_initialize()
         if restored:
             logging.info("resumed from %s at step %d", restored, self.step)
+        if (restored and self.input_iterator is not None and
+                not (hasattr(self.checkpoint, "input") and
+                     holds(restored, "input"))):
+            logging.info("%s holds no input state: skipping the %d batches "
+                         "already consumed", restored, self._consumed())
+            # Read and dropped in a graph loop rather than by Dataset.skip,
+            # which would make this pipeline's saved state unreadable by
+            # the next resume's (skip-free) one.
+            _advance(self.input_iterator, self._consumed())
+            self.checkpoint.input = self.input_iterator
         # Every worker keeps the dev history (early stopping must agree);
         # only the chief keeps checkpoints.
         self.best = BestCheckpoints(
@@ -153,7 +185,13 @@ class Trainer:
 
     # Input -------------------------------------------------------------
 
-    def _dataset_fn(self, input_context):
+    def _consumed(self, local_replicas=1):
+        """Batches one input pipeline has yielded up to this step."""
+        return self.step * self.options.accum_steps * local_replicas
+
+    def _dataset_fn(self, input_context, skip_batches=None):
+        """One input pipeline's batches; by default it skips those consumed
+        before this step."""
         pairs = self.train_pairs
         if input_context.num_input_pipelines > 1:
             pairs = pairs.shard(input_context.num_input_pipelines,
@@ -168,8 +206,8 @@ class Trainer:
             overlong=self.options.overlong,
             shuffle_buffer=self.options.shuffle_buffer,
             seed=self.options.seed,
-            skip_batches=self.step * self.options.accum_steps *
-            local_replicas)
+            skip_batches=(self._consumed(local_replicas)
+                          if skip_batches is None else skip_batches))
 
     # Compiled step -----------------------------------------------------
 
@@ -299,9 +337,10 @@ class Trainer:
                          "evaluations)", self.best.stopped_early_at,
                          options.patience)
             return self.step
-        dataset = self.strategy.distribute_datasets_from_function(
-            self._dataset_fn)
-        iterator = iter(dataset)
+        iterator = self.input_iterator
+        if iterator is None:
+            iterator = iter(self.strategy.distribute_datasets_from_function(
+                self._dataset_fn))
         train_step = self._compile_step(iterator.element_spec)
         self._write_hparams()
         previous = {sig: signal.signal(sig, self._request_stop)

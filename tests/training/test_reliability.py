@@ -3,6 +3,9 @@ protection's reason to exist and checks the protection."""
 
 import json
 import os
+import random
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +15,8 @@ import pytest
 import tensorflow as tf
 
 from processes import REPO, quiet_environment
-from t2t_repro.checkpoints import RunDir
+from shared_data import multi30k
+from t2t_repro.checkpoints import RunDir, holds, model_checkpoint
 from t2t_repro.config import ConfigError
 from t2t_repro.training import TrainingError
 from t2t_repro.training import trainer as trainer_module
@@ -124,3 +128,101 @@ def test_a_second_trainer_on_one_model_dir_is_refused(tmp_path):
     assert trainer.train() == 1
     # Released when training ends.
     assert not (tmp_path / "train.lock").exists()
+
+
+def test_resume_continues_the_saved_input_stream_without_replaying_it(
+        tmp_path, monkeypatch):
+    replayed = []
+    advance = trainer_module._advance
+    monkeypatch.setattr(trainer_module, "_advance", lambda iterator, count: (
+        replayed.append(count), advance(iterator, count)))
+    straight = toy_trainer(tmp_path / "straight", 12)
+    straight.train()
+    expected = [w.numpy() for w in straight.model.weights]
+
+    first_half = toy_trainer(tmp_path / "resumed", 6)
+    first_half.train()
+    assert holds(RunDir(str(tmp_path / "resumed")).latest_checkpoint(),
+                 "input")
+    resumed = toy_trainer(tmp_path / "resumed", 12)
+    assert resumed.train() == 12
+    assert replayed == []  # O(1): the iterator's state came back
+    for want, got in zip(expected, resumed.model.weights):
+        np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
+
+    # A checkpoint without input state (as written before it was saved):
+    # the pipeline replays the consumed batches, to the same weights.
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    for name in ("config.json", "spm.model", "training.json"):
+        shutil.copy(tmp_path / "resumed" / name, legacy / name)
+    without_input = model_checkpoint(
+        first_half.model, optimizer=first_half.optimizer,
+        global_step=first_half.global_step,
+        train_seconds=first_half.train_seconds,
+        tokens_seen=first_half.tokens_seen)
+    tf.train.CheckpointManager(without_input, str(legacy), 1,
+                               checkpoint_name="ckpt").save(6)
+    from_legacy = toy_trainer(legacy, 12)
+    assert replayed == [6]
+    assert from_legacy.train() == 12
+    for want, got in zip(expected, from_legacy.model.weights):
+        np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
+
+
+def _train_command(model_dir, steps):
+    val = [f"--train_{side}={multi30k('val', lang)}"
+           for side, lang in (("src", "en"), ("tgt", "de"))]
+    return [sys.executable, "-m", "t2t_repro.cli", "train",
+            "--flagfile=flags/tiny.cfg", f"--model_dir={model_dir}",
+            f"--train_steps={steps}", "--checkpoint_every=1",
+            "--log_every=1", "--mixed_precision=none",
+            "--shuffle_buffer=2000", *val]
+
+
+def _final_weights(model_dir):
+    model, _, _ = RunDir(str(model_dir)).load_model()
+    return [w.numpy() for w in model.weights]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_cli_run(tmp_path_factory):
+    model_dir = tmp_path_factory.mktemp("uninterrupted")
+    result = subprocess.run(_train_command(model_dir, KILL_RUN_STEPS),
+                            cwd=REPO, env=quiet_environment(),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return _final_weights(model_dir)
+
+
+KILL_RUN_STEPS = 16
+
+
+@pytest.mark.parametrize("seed", [
+    0, pytest.param(1, marks=pytest.mark.slow),
+    pytest.param(2, marks=pytest.mark.slow)])
+def test_sigkill_at_a_random_step_then_the_same_command_ends_identically(
+        tmp_path, uninterrupted_cli_run, seed):
+    # Checkpoints every step, so the kill often lands inside a save.
+    kill_after = random.Random(seed).randint(2, KILL_RUN_STEPS - 3)
+    command = _train_command(tmp_path, KILL_RUN_STEPS)
+    process = subprocess.Popen(command, cwd=REPO, env=quiet_environment(),
+                               stderr=subprocess.PIPE, text=True)
+    for line in process.stderr:
+        if f"step {kill_after} loss" in line:
+            break
+    process.kill()
+    process.wait()
+    assert process.returncode == -signal.SIGKILL
+    killed_at = RunDir(str(tmp_path)).latest_checkpoint()
+    assert killed_at is not None
+    # Whatever the kill interrupted, every checkpoint left is readable.
+    for path in tf.train.get_checkpoint_state(
+            str(tmp_path)).all_model_checkpoint_paths:
+        RunDir(str(tmp_path)).load_model(path)
+    result = subprocess.run(command, cwd=REPO, env=quiet_environment(),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "resumed from" in result.stderr
+    for want, got in zip(uninterrupted_cli_run, _final_weights(tmp_path)):
+        np.testing.assert_allclose(got, want, atol=1e-5)
