@@ -249,7 +249,6 @@ def test_data_that_yields_no_batch_is_an_error_not_a_hang(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.slow
 def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
     for lang in ("en", "de"):
         (tmp_path / f"test.{lang}").write_text("".join(
