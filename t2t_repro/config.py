@@ -109,6 +109,11 @@ class TrainingOptions:
     learning_rate_scale: float = setting(
         1.0, "Multiplier on the paper's learning-rate schedule.",
         lower_bound=0.0)
+    cooldown_steps: int = setting(
+        0, "Decay the learning rate linearly to ~0 over the last this many "
+        "of --train_steps (0: the paper's schedule unchanged). Raising "
+        "--train_steps of a cooled-down run raises the rate again.",
+        lower_bound=0)
     weight_decay: float = setting(
         0.0, "Decoupled weight decay (AdamW) on the weight matrices; "
         "biases, LayerNorm and the embedding are not decayed. 0 is the "
@@ -155,6 +160,12 @@ class TrainingOptions:
         False, "Resume even if batch_tokens, accum_steps, seed, "
         "shuffle_buffer, overlong, precision or the replica count changed "
         "(the data order then differs from an uninterrupted run).")
+
+    def __post_init__(self):
+        if self.cooldown_steps > self.train_steps:
+            raise ConfigError(
+                f"--cooldown_steps={self.cooldown_steps} is longer than "
+                f"--train_steps={self.train_steps}")
 
 
 @dataclasses.dataclass(frozen=True)

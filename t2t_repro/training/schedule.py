@@ -14,30 +14,53 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     starts at 0, so the schedule is evaluated at step + 1: the first update
     uses a small positive rate instead of 0.
 
+    With `cooldown_steps` > 0 (not in the paper) the rate is also
+    multiplied by (total_steps - step + 1) / cooldown_steps over the last
+    `cooldown_steps` updates, a linear cool-down to ~0 at `total_steps`:
+    a short run then ends at a low-loss point instead of where the inverse
+    square root leaves it ("warmup-stable-decay", Hägele et al. 2024).
+
     Example:
     >>> schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
     >>> float(schedule(3999))  # the 4000th update: the peak
     0.000698...
+    >>> cooled = TransformerSchedule(512, 4000, cooldown_steps=1000,
+    ...                              total_steps=10000)
+    >>> round(float(cooled(9499)) / float(schedule(9499)), 3)  # 500 left
+    0.501
     """
 
-    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0,
+                 cooldown_steps=0, total_steps=None):
         if d_model <= 0 or warmup_steps <= 0 or scale <= 0:
             raise ValueError(
                 f"d_model ({d_model}), warmup_steps ({warmup_steps}) and "
                 f"scale ({scale}) must be positive")
+        if cooldown_steps and not 0 < cooldown_steps <= (total_steps or 0):
+            raise ValueError(
+                f"cooldown_steps ({cooldown_steps}) must be in "
+                f"[1, total_steps ({total_steps})]")
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.scale = scale
+        self.cooldown_steps = cooldown_steps
+        self.total_steps = total_steps
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32) + 1.0
-        return (self.scale * self.d_model ** -0.5 *
+        rate = (self.scale * self.d_model ** -0.5 *
                 tf.minimum(tf.math.rsqrt(step),
                            step * self.warmup_steps ** -1.5))
+        if self.cooldown_steps:
+            rate *= tf.clip_by_value(
+                (self.total_steps - step + 1.0) / self.cooldown_steps,
+                0.0, 1.0)
+        return rate
 
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
-                "scale": self.scale}
+                "scale": self.scale, "cooldown_steps": self.cooldown_steps,
+                "total_steps": self.total_steps}
 
 
 # Variables (by Keras name) that decoupled weight decay leaves alone: decay

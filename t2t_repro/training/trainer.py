@@ -113,7 +113,8 @@ class Trainer:
                 self.model = Transformer(model_config, name="transformer")
             self.schedule = TransformerSchedule(
                 model_config.d_model, options.warmup_steps,
-                options.learning_rate_scale)
+                options.learning_rate_scale, options.cooldown_steps,
+                options.train_steps)
             self.optimizer = paper_adam(self.schedule, options.weight_decay)
             if options.mixed_precision == "fp16":
                 self.optimizer = keras.optimizers.LossScaleOptimizer(

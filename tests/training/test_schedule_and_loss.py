@@ -36,6 +36,23 @@ def test_schedule_serialises_and_scales():
         TransformerSchedule(d_model=512, warmup_steps=0)
 
 
+def test_cooldown_decays_linearly_to_zero_over_the_last_steps():
+    plain = TransformerSchedule(d_model=256, warmup_steps=100)
+    cooled = TransformerSchedule(d_model=256, warmup_steps=100,
+                                 cooldown_steps=200, total_steps=1000)
+    iterations = tf.range(0, 1200)
+    ratio = (cooled(iterations) / plain(iterations)).numpy()
+    updates = np.arange(1, 1201)  # update n runs at iteration n - 1
+    expected = np.clip((1000 - updates + 1) / 200, 0.0, 1.0)
+    np.testing.assert_allclose(ratio, expected, rtol=1e-5, atol=1e-7)
+    assert ratio[800] == 1.0 and ratio[801] < 1.0  # 200/200 at update 801
+    assert float(cooled(999)) > 0 and float(cooled(1000)) == 0.0
+    clone = TransformerSchedule.from_config(cooled.get_config())
+    assert float(clone(900)) == float(cooled(900))
+    with pytest.raises(ValueError, match="cooldown_steps"):
+        TransformerSchedule(256, 100, cooldown_steps=2000, total_steps=1000)
+
+
 def test_optimizer_uses_paper_hyperparameters():
     optimizer = paper_adam(TransformerSchedule(512))
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (
