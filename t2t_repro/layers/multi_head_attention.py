@@ -9,6 +9,30 @@ from t2t_repro.layers.scaled_dot_product_attention import (
 )
 
 
+def write_positions(cache, update, index):
+    """`cache` `[batch, 2, heads, length, depth]` with `update` `[batch, 2,
+    heads, n, depth]` written at positions index .. index + n - 1.
+
+    A scatter rather than a dynamic_update_slice: TensorFlow has no kernel
+    of its own for XlaDynamicUpdateSlice (what `keras.ops.slice_update`
+    emits), so a graph holding it runs only where XLA may compile, and
+    TF Serving's model server disables XLA by default (its
+    --xla_cpu_compilation_enabled). A scatter has both a CPU kernel and an
+    XLA lowering.
+
+    >>> cache = tf.zeros([1, 2, 1, 4, 1])
+    >>> update = tf.ones([1, 2, 1, 2, 1])
+    >>> write_positions(cache, update, 1)[0, :, 0, :, 0].numpy().tolist()
+    [[0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0]]
+    """
+    shape = tf.shape(update)
+    grid = tf.meshgrid(tf.range(shape[0]), tf.range(shape[1]),
+                       tf.range(shape[2]), index + tf.range(shape[3]),
+                       indexing="ij")
+    return tf.tensor_scatter_nd_update(cache, tf.stack(grid, axis=-1),
+                                       update)
+
+
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class MultiHeadAttention(keras.layers.Layer):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O (section 3.2.2).
@@ -22,9 +46,9 @@ class MultiHeadAttention(keras.layers.Layer):
     as attention reads them, so a decoding step copies nothing per head):
     - self-attention: pass `cache` and `cache_update_index`; the projections
       of the new `key_value` positions are written into the cache at that
-      index (a fixed-shape `dynamic_update_slice`, so XLA compiles it) and
-      attention runs over the whole cache, with the mask hiding the slots
-      not yet written;
+      index (a fixed-shape scatter, see `write_positions`) and attention
+      runs over the whole cache, with the mask hiding the slots not yet
+      written;
     - cross-attention: build the cache once with `compute_cache(encoder
       output)` and pass it without an index; it is only read.
 
@@ -94,8 +118,7 @@ class MultiHeadAttention(keras.layers.Layer):
             kv = cache
             if cache_update_index is not None:
                 update = tf.cast(self.compute_cache(key_value), cache.dtype)
-                start = [0, 0, 0, cache_update_index, 0]
-                kv = keras.ops.slice_update(cache, start, update)
+                kv = write_positions(cache, update, cache_update_index)
             k, v = kv[:, 0], kv[:, 1]
         q = self._split_heads(dense_2d(self.query_dense, query))
         attended, weights = self.attention(

@@ -1,0 +1,56 @@
+"""The export as TF Serving's model server loads it: a C++ program built
+against the installed wheel's libtensorflow_cc (tests/helpers/
+model_server_loader.cc) registers tensorflow-text's ops, calls
+tensorflow::LoadSavedModel with tag "serve", finds serving_default's
+tensors in its SignatureDef and runs it, with XLA disabled unless enabled
+the way the model server enables it."""
+
+import pytest
+
+import model_server
+from processes import run_python
+from t2t_repro.config import DecodingOptions
+from t2t_repro.serving import export_saved_model
+
+SENTENCES = ["ein hund läuft das gras", "", "der mann eine katze",
+             "über das gras läuft ein hund — «schön» 犬",
+             " ".join(["ein hund läuft"] * 340), "eine katze"]
+
+
+@pytest.fixture(scope="module")
+def loader(tmp_path_factory):
+    return model_server.build(tmp_path_factory.mktemp("model_server"))
+
+
+@pytest.fixture(scope="module")
+def t2t_translate_output(toy_run_dir, tmp_path_factory):
+    source = tmp_path_factory.mktemp("source") / "source.txt"
+    source.write_text("".join(s + "\n" for s in SENTENCES), "utf-8")
+    result = run_python(["-m", "t2t_repro.cli", "translate",
+                         "--progress=false", f"--model_dir={toy_run_dir}",
+                         f"--input={source}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_the_model_server_path_translates_like_t2t_translate(
+        loader, toy_run_dir, t2t_translate_output, tmp_path):
+    # The default export: no XLA anywhere in the graph, so the model
+    # server's default (XLA disabled) runs it.
+    path = export_saved_model(toy_run_dir, str(tmp_path))
+    result = model_server.translate(loader, path, SENTENCES)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == t2t_translate_output
+    assert "serving_default: inputs (" in result.stderr
+
+
+def test_an_xla_export_needs_the_servers_xla_flag(
+        loader, toy_run_dir, t2t_translate_output, tmp_path):
+    path = export_saved_model(toy_run_dir, str(tmp_path),
+                              decoding=DecodingOptions(jit_compile=True))
+    enabled = model_server.translate(loader, path, SENTENCES, xla=True)
+    assert enabled.returncode == 0, enabled.stderr[-3000:]
+    assert enabled.stdout == t2t_translate_output
+    disabled = model_server.translate(loader, path, SENTENCES)
+    assert disabled.returncode == 1
+    assert "XLA compilation disabled" in disabled.stderr
