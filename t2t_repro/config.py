@@ -34,6 +34,9 @@ def setting(default, help, **flag_options):  # noqa: A002 (absl's word)
 
 PRECISIONS = ("auto", "none", "bf16", "fp16")
 
+# Warm-up requests t2t-export writes for TF Serving to replay at load time.
+DEFAULT_WARMUP_REQUESTS = 8
+
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:

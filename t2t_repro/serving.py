@@ -1,5 +1,6 @@
 """Exporting a run as a SavedModel for TF Serving: the translation graph
-of inference.py, strings in and strings out, in TF Serving's layout."""
+of inference.py, strings in and strings out, in TF Serving's layout, with
+warm-up requests the model server replays at load time."""
 
 import os
 
@@ -7,7 +8,7 @@ import tensorflow as tf
 from absl import logging
 
 from t2t_repro.checkpoints import RunDir, checkpoint_step
-from t2t_repro.config import DecodingOptions
+from t2t_repro.config import DEFAULT_WARMUP_REQUESTS, DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.inference import TranslationGraph
 
@@ -15,10 +16,55 @@ from t2t_repro.inference import TranslationGraph
 # only with --xla_cpu_compilation_enabled=true.
 SERVING_DECODING = DecodingOptions(jit_compile=False)
 
+# Where TF Serving looks for warm-up records (at most 1000 are replayed).
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+
+
+def warmup_sentences(module, count):
+    """`count` one-sentence inputs whose padded widths are `count` bucket
+    boundaries spread from the shortest to the longest, so that the first
+    requests of each size class find their graph (and, with XLA, their
+    compiled shape) ready. A sentence is a whole-word vocabulary piece
+    repeated: each repetition is one token."""
+    tokenizer = module.tokenizer
+    word = next(
+        text for text in (tokenizer.id_to_string(i).numpy().decode("utf-8")
+                          for i in range(4, int(tokenizer.vocab_size())))
+        if text.startswith("\u2581") and text[1:].isalpha())[1:]
+    boundaries = module.boundaries.numpy().tolist()
+    count = min(count, len(boundaries))
+    picked = [boundaries[round(i * (len(boundaries) - 1) / max(count - 1, 1))]
+              for i in range(count)]
+    # width - 1 words + EOS fill a bucket of that width exactly.
+    return [" ".join([word] * (width - 1)) for width in picked]
+
+
+def write_warmup_requests(module, path, count):
+    """Writes `path/assets.extra/tf_serving_warmup_requests`: `count`
+    serving_default PredictRequests (see `warmup_sentences`) as
+    PredictionLog records in a TFRecord file."""
+    from tensorflow_serving.apis import (model_pb2, predict_pb2,
+                                         prediction_log_pb2)
+
+    file_path = os.path.join(path, WARMUP_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(file_path))
+    with tf.io.TFRecordWriter(file_path) as writer:
+        for sentence in warmup_sentences(module, count):
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(
+                    signature_name="serving_default"),
+                inputs={"inputs": tf.make_tensor_proto([sentence],
+                                                       tf.string)})
+            writer.write(prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request))
+                .SerializeToString())
+
 
 def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
-                       decoding=SERVING_DECODING):
-    """Writes `export_dir/<version>/` and returns its path."""
+                       decoding=SERVING_DECODING,
+                       warmup_requests=DEFAULT_WARMUP_REQUESTS):
+    """Writes `export_dir/<version>/` (with `warmup_requests` warm-up
+    records; 0 writes none) and returns its path."""
     model, proto, checkpoint = RunDir(model_dir).load_model(checkpoint)
     if version is None:
         version = checkpoint_step(checkpoint)
@@ -33,6 +79,8 @@ def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
     if tf.io.gfile.exists(partial):
         tf.io.gfile.rmtree(partial)
     tf.saved_model.save(module, partial, signatures=module.signatures())
+    if warmup_requests:
+        write_warmup_requests(module, partial, warmup_requests)
     tf.io.gfile.rename(partial, path)
     logging.info("exported %s (beam %d, alpha %g%s) to %s", checkpoint,
                  decoding.beam_size, decoding.alpha,

@@ -3,6 +3,7 @@ loading, edge-case inputs, the n-best signature, and t2t-translate."""
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -10,12 +11,14 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from processes import HELPERS, run_python
+import rest_api
+from processes import HELPERS, REPO, run_python
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
-from t2t_repro.inference import SavedModelTranslator, Translator
-from t2t_repro.serving import export_saved_model
+from t2t_repro.inference import (SavedModelTranslator, TranslationGraph,
+                                 Translator)
+from t2t_repro.serving import WARMUP_FILE, export_saved_model
 from toy_run import LEARNABLE_STEPS
 
 SENTENCES = [
@@ -57,6 +60,7 @@ def test_export_layout_is_tf_servings(exported, toy_run_dir):
     assert version == str(LEARNABLE_STEPS)  # the checkpoint's step
     assert os.path.exists(os.path.join(exported, "saved_model.pb"))
     assert os.listdir(os.path.join(exported, "variables"))
+    assert os.path.exists(os.path.join(exported, WARMUP_FILE))
     # Written beside and renamed: nothing half-written is left to be seen.
     assert os.listdir(os.path.dirname(exported)) == [version]
     with pytest.raises(FileExistsError, match="immutable"):
@@ -72,6 +76,38 @@ def test_fresh_process_translates_like_the_checkpoint(
     assert result["translations"] == translations
     np.testing.assert_allclose(result["scores"], scores, atol=1e-4)
     assert result["truncated"] == TRUNCATED
+
+
+def _warmup_requests(path):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    records = tf.data.TFRecordDataset(os.path.join(path, WARMUP_FILE))
+    return [prediction_log_pb2.PredictionLog.FromString(record).predict_log
+            .request for record in records.as_numpy_iterator()]
+
+
+def test_warmup_requests_parse_and_run_through_the_signature(
+        exported, toy_run_dir, tmp_path):
+    requests = _warmup_requests(exported)
+    assert len(requests) == 8  # t2t-export's default
+    serve = tf.saved_model.load(exported).signatures["serving_default"]
+    model, proto, _ = RunDir(toy_run_dir).load_model()
+    graph = TranslationGraph(model, make_tokenizer(proto), DecodingOptions())
+    widths = []
+    for request in requests:
+        assert request.model_spec.signature_name == "serving_default"
+        inputs = tf.constant(tf.make_ndarray(request.inputs["inputs"]))
+        assert inputs.shape == (1,)
+        outputs = serve(inputs=inputs)
+        assert outputs["translations"].shape == (1,)
+        assert not outputs["truncated"].numpy()[0]
+        widths.append(int(graph.source_ids(inputs)[0].shape[1]))
+    # Distinct bucket widths, the shortest and the longest among them.
+    boundaries = graph.boundaries.numpy().tolist()
+    assert widths == sorted(set(widths)) and set(widths) <= set(boundaries)
+    assert widths[0] == boundaries[0] and widths[-1] == boundaries[-1]
+    none = export_saved_model(toy_run_dir, str(tmp_path), warmup_requests=0)
+    assert not os.path.exists(os.path.join(none, "assets.extra"))
 
 
 def test_a_batch_of_zero(exported):
@@ -119,6 +155,42 @@ def test_xla_export_gives_the_same_translations(
                               decoding=DecodingOptions(jit_compile=True))
     result = _load_in_fresh_process("tf2", path, SENTENCES)
     assert result["translations"] == checkpoint_translations[0]
+
+
+# A README request: `$ curl -d 'BODY' \`, the URL, then the response.
+_README_REST_CALL = re.compile(
+    r"^\$ curl -d '(?P<body>.+)' \\\n\s+http://\S+:predict\n"
+    r"(?P<response>\{.*\})$", re.MULTILINE)
+
+
+def _shape_of(value):
+    """A JSON value's structure: keys, list lengths and leaf types."""
+    if isinstance(value, dict):
+        return {key: _shape_of(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_shape_of(item) for item in value]
+    return type(value).__name__
+
+
+def test_the_readmes_rest_calls_match_the_model_servers_contract(exported):
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as readme:
+        calls = list(_README_REST_CALL.finditer(readme.read()))
+    assert len(calls) == 2  # the row and the columnar format
+    formats = set()
+    for call in calls:
+        body, shown = call["body"], json.loads(call["response"])
+        response = rest_api.predict(_serving_default(exported), body)
+        assert _shape_of(response) == _shape_of(shown)
+        formats.add(next(iter(response)))
+    assert formats == {"predictions", "outputs"}
+    # The two formats carry the same translations.
+    row = rest_api.predict(_serving_default(exported), json.dumps(
+        {"instances": SENTENCES[:3]}))
+    columns = rest_api.predict(_serving_default(exported), json.dumps(
+        {"inputs": {"inputs": SENTENCES[:3]}}))
+    assert [p["translations"] for p in row["predictions"]] == \
+        columns["outputs"]["translations"]
+    assert set(columns["outputs"]) == {"translations", "scores", "truncated"}
 
 
 def _translate_cli(*flags, stdin=None):

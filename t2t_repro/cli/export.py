@@ -3,7 +3,8 @@
     t2t-export --model_dir=runs/multi30k --export_dir=exports/multi30k
 
 writes `exports/multi30k/<version>/` (TF Serving's layout; the version is the
-checkpoint's step unless --version is given). Its `serving_default`
+checkpoint's step unless --version is given), with warm-up requests in
+`assets.extra/` that the model server replays before it serves. Its `serving_default`
 signature maps `inputs` (tf.string [batch]) to `translations` and `scores`;
 tokenization and detokenization are tensorflow-text ops in the graph.
 """
@@ -13,6 +14,7 @@ import dataclasses
 from absl import flags
 
 from t2t_repro.cli import common
+from t2t_repro.config import DEFAULT_WARMUP_REQUESTS
 from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
                                  define_decoding_flags)
 
@@ -25,6 +27,11 @@ define_decoding_flags()  # --beam_size and --alpha: serving_default's
 flags.DEFINE_bool("export_jit_compile", False,
                   "XLA-compile serving_default's decoder; TF Serving must "
                   "then run with --xla_cpu_compilation_enabled=true.")
+flags.DEFINE_integer("warmup_requests", DEFAULT_WARMUP_REQUESTS,
+                     "Warm-up requests written to assets.extra/ for TF "
+                     "Serving to replay at load time (one sentence each, "
+                     "bucket widths from shortest to longest); 0: none.",
+                     lower_bound=0, upper_bound=1000)
 flags.mark_flags_as_required(["model_dir", "export_dir"])
 
 FLAGS = flags.FLAGS
@@ -36,7 +43,8 @@ def main():
     decoding = dataclasses.replace(decoding_from_flags(),
                                    jit_compile=FLAGS.export_jit_compile)
     print(export_saved_model(FLAGS.model_dir, FLAGS.export_dir,
-                             FLAGS.version, FLAGS.checkpoint, decoding))
+                             FLAGS.version, FLAGS.checkpoint, decoding,
+                             FLAGS.warmup_requests))
 
 
 def run():

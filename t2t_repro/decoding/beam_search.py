@@ -106,7 +106,7 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
         logits, cache = model.decode_step(
             tf.reshape(previous, [-1, 1]), index, state.cache)
         vocab = tf.shape(logits)[-1]
-        log_probs = (tf.reshape(next_token_log_probs(logits),
+        log_probs = (tf.reshape(next_token_log_probs(logits, index == 0),
                                 [batch, beam_size, vocab])
                      + state.alive_log_probs[:, :, tf.newaxis])
         top_log_probs, top_indices = tf.math.top_k(

@@ -51,7 +51,8 @@ def _sequence_log_prob(model, source_ids, output_ids):
     target_in = np.concatenate(
         [np.full([len(output_ids), 1], BOS_ID), output_ids[:, :-1]], axis=1)
     logits = model((source_ids, target_in.astype(np.int32)), training=False)
-    log_probs = next_token_log_probs(logits).numpy()
+    first = np.arange(output_ids.shape[1])[np.newaxis] == 0
+    log_probs = next_token_log_probs(logits, first).numpy()
     picked = np.take_along_axis(log_probs, output_ids[..., None], -1)[..., 0]
     return np.sum(np.where(output_ids != PAD_ID, picked, 0.0), axis=1)
 
@@ -139,6 +140,33 @@ def test_xla_and_graph_decoders_give_the_same_tokens(random_model):
         xla = tf.function(decode, jit_compile=True)(source)
         np.testing.assert_array_equal(xla[0], graph[0])
         np.testing.assert_allclose(xla[1], graph[1], atol=1e-4)
+
+
+class _EosFirstModel:
+    """The decoders' step contract with fixed logits over 8 tokens: EOS the
+    most likely at every position, token 4 the next."""
+
+    max_positions = None
+
+    def start_decoding(self, source_ids, max_decode_length, beams=1):
+        return {"rows": tf.range(tf.shape(source_ids)[0] * beams)}
+
+    def decode_step(self, token_ids, index, cache):
+        logits = tf.one_hot(EOS_ID, 8, 5.0) + tf.one_hot(4, 8, 4.0)
+        return tf.tile(logits[tf.newaxis], [tf.shape(token_ids)[0], 1]), cache
+
+    @staticmethod
+    def reorder_decode_cache(cache, rows):
+        return {"rows": tf.gather(cache["rows"], rows)}
+
+
+def test_no_decoder_outputs_an_empty_translation():
+    model, source = _EosFirstModel(), tf.constant([[5, 6, EOS_ID]])
+    ids, _ = _greedy(model, source)
+    assert ids.numpy()[0, :3].tolist() == [4, EOS_ID, PAD_ID]
+    ids, scores = _beam(model, source, 4, 0.6)
+    assert ids.numpy()[0, 0, :3].tolist() == [4, EOS_ID, PAD_ID]
+    assert EOS_ID not in ids.numpy()[0, :, 0]
 
 
 def test_empty_batch_decodes(random_model):

@@ -1,0 +1,226 @@
+"""A run as a CTranslate2 model, and translating with one.
+
+CTranslate2 (the `[ct2]` extra) is a C++ inference engine for Transformers
+that is several times faster than a TensorFlow graph on CPU. The mapping
+from our Keras weights:
+- one shared embedding for source, target and the output projection,
+  scaled by sqrt(d_model) (`scale_embeddings`);
+- the position table written out explicitly: ours interleaves sin and cos
+  from position 0, CTranslate2's built-in one concatenates them, from
+  position 1, with other timescales;
+- attention projections fused as CTranslate2 runs them: self-attention's
+  first linear is [Q; K; V], cross-attention's are Q, then [K; V]; Keras
+  kernels are [in, out], CTranslate2's weights [out, in];
+- post-norm is `pre_norm=False`; ids PAD 0, UNK 1, BOS 2, EOS 3 are the
+  tokens `<blank>`, `<unk>`, `<s>`, `</s>`; the other pieces keep their
+  SentencePiece names, and the run's spm.model is copied beside the model.
+Beam search differs by design: CTranslate2 divides a hypothesis' log
+probability by length^alpha, we by GNMT's ((5 + length) / 6)^alpha, so
+`CTranslate2Translator` asks for every beam's hypothesis with its raw log
+probability and picks the best under our penalty.
+"""
+
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_repro.checkpoints import RunDir
+from t2t_repro.config import DecodingOptions
+from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
+from t2t_repro.decoding.greedy import EXTRA_DECODE_LENGTH
+from t2t_repro.inference import _BatchingTranslator
+from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
+
+SPECIAL_TOKENS = ["<blank>", "<unk>", "<s>", "</s>"]  # ids 0-3
+QUANTIZATIONS = ("int8", "int16", "float16")
+VOCABULARY_FILE = "spm.model"
+
+
+def _ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError as error:
+        raise ImportError("CTranslate2 is an optional extra: pip install -e "
+                          "'.[ct2]'") from error
+    return ctranslate2
+
+
+def vocabulary_tokens(tokenizer):
+    """The run's pieces by id, with CTranslate2's special tokens."""
+    size = int(tokenizer.vocab_size())
+    pieces = tokenizer.id_to_string(tf.range(size)).numpy()
+    return SPECIAL_TOKENS + [p.decode("utf-8") for p in pieces[4:]]
+
+
+def _linear(spec, dense):
+    spec.weight = dense.kernel.numpy().T
+    spec.bias = dense.bias.numpy()
+
+
+def _fused(spec, denses):
+    spec.weight = np.concatenate([d.kernel.numpy().T for d in denses])
+    spec.bias = np.concatenate([d.bias.numpy() for d in denses])
+
+
+def _norm(spec, norm):
+    spec.gamma = norm.gamma.numpy()
+    spec.beta = norm.beta.numpy()
+
+
+def _attention(spec, attention, norm, cross):
+    projections = [attention.query_dense, attention.key_dense,
+                   attention.value_dense]
+    if cross:
+        _fused(spec.linear[0], projections[:1])
+        _fused(spec.linear[1], projections[1:])
+    else:
+        _fused(spec.linear[0], projections)
+    _linear(spec.linear[-1], attention.output_dense)
+    _norm(spec.layer_norm, norm)
+
+
+def _feed_forward(spec, layer):
+    _linear(spec.linear_0, layer.feed_forward.inner)
+    _linear(spec.linear_1, layer.feed_forward.outer)
+    _norm(spec.layer_norm, layer.feed_forward_norm)
+
+
+def _position_table(model):
+    """[positions, d_model]: every position a source (max_length) or an
+    output (max_length + EXTRA_DECODE_LENGTH) can reach."""
+    rows = model.config.max_length + EXTRA_DECODE_LENGTH + 1
+    zeros = tf.zeros([1, rows, model.config.d_model])
+    return model.position_encoding(zeros)[0].numpy()
+
+
+def transformer_spec(model, tokens):
+    """A `ctranslate2.specs.TransformerSpec` holding `model`'s weights."""
+    specs = _ctranslate2().specs
+    c = model.config
+    encoder = specs.TransformerEncoderSpec(c.num_encoder_layers, c.num_heads,
+                                           pre_norm=c.pre_norm)
+    decoder = specs.TransformerDecoderSpec(c.num_decoder_layers, c.num_heads,
+                                           pre_norm=c.pre_norm)
+    spec = specs.TransformerSpec(encoder, decoder)
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
+    embedding = model.embedding.embeddings.numpy()
+    table = _position_table(model)
+    encoder.embeddings[0].weight = embedding
+    decoder.embeddings.weight = embedding
+    for side in (encoder, decoder):
+        side.scale_embeddings = True
+        side.position_encodings.encodings = table
+    decoder.projection.weight = embedding
+    decoder.projection.bias = np.zeros(c.vocab_size, np.float32)
+    for layer_spec, layer in zip(encoder.layer, model.encoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attention,
+                   layer.attention_norm, cross=False)
+        _feed_forward(layer_spec.ffn, layer)
+    for layer_spec, layer in zip(decoder.layer, model.decoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attention,
+                   layer.attention_norm, cross=False)
+        _attention(layer_spec.attention, layer.cross_attention,
+                   layer.cross_attention_norm, cross=True)
+        _feed_forward(layer_spec.ffn, layer)
+    if c.pre_norm:
+        _norm(encoder.layer_norm, model.encoder_norm)
+        _norm(decoder.layer_norm, model.decoder_norm)
+    spec.register_source_vocabulary(tokens)
+    spec.register_target_vocabulary(tokens)
+    return spec
+
+
+def export_ctranslate2(model_dir, output_dir, checkpoint=None,
+                       quantization=None):
+    """Writes a CTranslate2 model directory (with the run's spm.model) and
+    returns its path. `quantization`: None (float32) or one of
+    QUANTIZATIONS."""
+    ctranslate2 = _ctranslate2()
+    run = RunDir(model_dir)
+    model, proto, checkpoint = run.load_model(checkpoint)
+    spec = transformer_spec(model, vocabulary_tokens(make_tokenizer(proto)))
+
+    class _Converter(ctranslate2.converters.Converter):
+        def _load(self):
+            return spec
+
+    if os.path.exists(output_dir):
+        raise FileExistsError(f"{output_dir} exists; give a new directory")
+    # Written beside and renamed, like the SavedModel export.
+    partial = os.path.join(os.path.dirname(os.path.abspath(output_dir)),
+                           f".{os.path.basename(output_dir)}.partial")
+    _Converter().convert(partial, quantization=quantization, force=True)
+    shutil.copyfile(run.vocab_path, os.path.join(partial, VOCABULARY_FILE))
+    os.rename(partial, output_dir)
+    return output_dir
+
+
+def gnmt_best(hypotheses, alpha):
+    """(tokens, score) of the hypothesis with the best log P / ((5 + len) /
+    6)^alpha, len counting the EOS a finished hypothesis ended with (as our
+    decoders do); CTranslate2 leaves EOS out of `tokens`."""
+    def score(hypothesis):
+        length = len(hypothesis["tokens"]) + hypothesis["ended"]
+        return hypothesis["log_prob"] / ((5.0 + length) / 6.0) ** alpha
+
+    best = max(hypotheses, key=score)
+    return best["tokens"], score(best)
+
+
+class CTranslate2Translator(_BatchingTranslator):
+    """Translates with a CTranslate2 model directory from
+    `export_ctranslate2`, our tokenization and our length penalty.
+
+    Args:
+        path: the model directory (with spm.model).
+        max_length: the run's max_length (longer inputs are cut, keeping
+            EOS, as the SavedModel does).
+        decoding: beam size, alpha, batch size (`jit_compile` is ignored).
+        threads: CPU threads (0: CTranslate2's default).
+    """
+
+    def __init__(self, path, max_length, decoding=DecodingOptions(),
+                 threads=0):
+        super().__init__(decoding)
+        ctranslate2 = _ctranslate2()
+        if not os.path.exists(os.path.join(path, "model.bin")):
+            raise FileNotFoundError(f"{path}: no CTranslate2 model there (no "
+                                    "model.bin)")
+        with open(os.path.join(path, VOCABULARY_FILE), "rb") as handle:
+            self.tokenizer = make_tokenizer(handle.read())
+        self.tokens = vocabulary_tokens(self.tokenizer)
+        self.ids = {token: i for i, token in enumerate(self.tokens)}
+        self.max_length = max_length
+        self.translator = ctranslate2.Translator(path, device="cpu",
+                                                 intra_threads=threads)
+
+    def _translate_batch(self, sentences):
+        ids, truncated = tokenize_sources(self.tokenizer, sentences,
+                                          self.max_length)
+        sources = [[self.tokens[i] for i in row if i]
+                   for row in ids.numpy().tolist()]
+        beam = self.decoding.beam_size
+        # One limit per batch (CTranslate2 has no per-sentence one); batches
+        # hold sentences of similar length.
+        limit = max(map(len, sources), default=0) + EXTRA_DECODE_LENGTH
+        results = self.translator.translate_batch(
+            sources, beam_size=beam, num_hypotheses=beam,
+            length_penalty=0.0, return_scores=True,
+            max_decoding_length=limit,
+            suppress_sequences=[[SPECIAL_TOKENS[0]], [SPECIAL_TOKENS[2]]])
+        texts, scores = [], []
+        for result in results:
+            # With length_penalty 0 a score is the hypothesis' log P (with
+            # its EOS if it ended before the limit).
+            hypotheses = [{"tokens": tokens, "log_prob": log_prob,
+                           "ended": len(tokens) < limit}
+                          for tokens, log_prob in zip(result.hypotheses,
+                                                      result.scores)]
+            tokens, score = gnmt_best(hypotheses, self.decoding.alpha)
+            texts.append([self.ids[t] for t in tokens])
+            scores.append(score)
+        return (self.tokenizer.detokenize(tf.ragged.constant(
+                    texts, dtype=tf.int32, ragged_rank=1, inner_shape=())),
+                tf.constant(scores, tf.float32), truncated)
