@@ -36,6 +36,8 @@ PRECISIONS = ("auto", "none", "bf16", "fp16")
 
 # Warm-up requests t2t-export writes for TF Serving to replay at load time.
 DEFAULT_WARMUP_REQUESTS = 8
+# Weight types of a CTranslate2 export besides its default, float32.
+CT2_QUANTIZATIONS = ("int8", "int16", "float16")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,6 +20,8 @@ probability by length^alpha, we by GNMT's ((5 + length) / 6)^alpha, so
 probability and picks the best under our penalty.
 """
 
+import dataclasses
+import json
 import os
 import shutil
 
@@ -27,15 +29,15 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_repro.checkpoints import RunDir
-from t2t_repro.config import DecodingOptions
+from t2t_repro.config import DecodingOptions, TransformerConfig
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.decoding.greedy import EXTRA_DECODE_LENGTH
 from t2t_repro.inference import _BatchingTranslator
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
 
 SPECIAL_TOKENS = ["<blank>", "<unk>", "<s>", "</s>"]  # ids 0-3
-QUANTIZATIONS = ("int8", "int16", "float16")
 VOCABULARY_FILE = "spm.model"
+CONFIG_FILE = "t2t_config.json"
 
 
 def _ctranslate2():
@@ -136,7 +138,7 @@ def export_ctranslate2(model_dir, output_dir, checkpoint=None,
                        quantization=None):
     """Writes a CTranslate2 model directory (with the run's spm.model) and
     returns its path. `quantization`: None (float32) or one of
-    QUANTIZATIONS."""
+    config.CT2_QUANTIZATIONS."""
     ctranslate2 = _ctranslate2()
     run = RunDir(model_dir)
     model, proto, checkpoint = run.load_model(checkpoint)
@@ -153,6 +155,9 @@ def export_ctranslate2(model_dir, output_dir, checkpoint=None,
                            f".{os.path.basename(output_dir)}.partial")
     _Converter().convert(partial, quantization=quantization, force=True)
     shutil.copyfile(run.vocab_path, os.path.join(partial, VOCABULARY_FILE))
+    with open(os.path.join(partial, CONFIG_FILE), "w",
+              encoding="utf-8") as handle:
+        json.dump(dataclasses.asdict(model.config), handle, indent=1)
     os.rename(partial, output_dir)
     return output_dir
 
@@ -173,26 +178,28 @@ class CTranslate2Translator(_BatchingTranslator):
     """Translates with a CTranslate2 model directory from
     `export_ctranslate2`, our tokenization and our length penalty.
 
+    Inputs longer than the model's max_length are cut (keeping EOS), as
+    the SavedModel does.
+
     Args:
-        path: the model directory (with spm.model).
-        max_length: the run's max_length (longer inputs are cut, keeping
-            EOS, as the SavedModel does).
+        path: the model directory.
         decoding: beam size, alpha, batch size (`jit_compile` is ignored).
         threads: CPU threads (0: CTranslate2's default).
     """
 
-    def __init__(self, path, max_length, decoding=DecodingOptions(),
-                 threads=0):
+    def __init__(self, path, decoding=DecodingOptions(), threads=0):
         super().__init__(decoding)
         ctranslate2 = _ctranslate2()
-        if not os.path.exists(os.path.join(path, "model.bin")):
-            raise FileNotFoundError(f"{path}: no CTranslate2 model there (no "
-                                    "model.bin)")
+        if not os.path.exists(os.path.join(path, CONFIG_FILE)):
+            raise FileNotFoundError(f"{path}: not a t2t-export "
+                                    f"--format=ctranslate2 directory (no "
+                                    f"{CONFIG_FILE})")
+        with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as handle:
+            self.max_length = TransformerConfig(**json.load(handle)).max_length
         with open(os.path.join(path, VOCABULARY_FILE), "rb") as handle:
             self.tokenizer = make_tokenizer(handle.read())
         self.tokens = vocabulary_tokens(self.tokenizer)
         self.ids = {token: i for i, token in enumerate(self.tokens)}
-        self.max_length = max_length
         self.translator = ctranslate2.Translator(path, device="cpu",
                                                  intra_threads=threads)
 

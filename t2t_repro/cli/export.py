@@ -1,12 +1,17 @@
-"""t2t-export: write a trained run as a SavedModel for TF Serving.
+"""t2t-export: write a trained run as a SavedModel for TF Serving, or as a
+CTranslate2 model.
 
     t2t-export --model_dir=runs/multi30k --export_dir=exports/multi30k
+    t2t-export --model_dir=runs/multi30k --format=ctranslate2 \
+        --export_dir=exports/multi30k-ct2 [--quantization=int8]
 
 writes `exports/multi30k/<version>/` (TF Serving's layout; the version is the
 checkpoint's step unless --version is given), with warm-up requests in
 `assets.extra/` that the model server replays before it serves. Its `serving_default`
 signature maps `inputs` (tf.string [batch]) to `translations` and `scores`;
 tokenization and detokenization are tensorflow-text ops in the graph.
+--format=ctranslate2 (the `[ct2]` extra) writes a CTranslate2 model
+directory to --export_dir itself, for `t2t-translate --ctranslate2=DIR`.
 """
 
 import dataclasses
@@ -14,7 +19,7 @@ import dataclasses
 from absl import flags
 
 from t2t_repro.cli import common
-from t2t_repro.config import DEFAULT_WARMUP_REQUESTS
+from t2t_repro.config import CT2_QUANTIZATIONS, DEFAULT_WARMUP_REQUESTS
 from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
                                  define_decoding_flags)
 
@@ -24,6 +29,13 @@ flags.DEFINE_string("export_dir", None, "Base directory of the model's "
 flags.DEFINE_integer("version", None, "Version subdirectory (default: the "
                      "checkpoint's step).", lower_bound=0)
 define_decoding_flags()  # --beam_size and --alpha: serving_default's
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
+                  "saved_model: a TF Serving version directory; "
+                  "ctranslate2: a CTranslate2 model (pip install -e "
+                  "'.[ct2]').")
+flags.DEFINE_enum("quantization", None, list(CT2_QUANTIZATIONS),
+                  "CTranslate2 weight type (default float32); only with "
+                  "--format=ctranslate2.")
 flags.DEFINE_bool("export_jit_compile", False,
                   "XLA-compile serving_default's decoder; TF Serving must "
                   "then run with --xla_cpu_compilation_enabled=true.")
@@ -33,11 +45,21 @@ flags.DEFINE_integer("warmup_requests", DEFAULT_WARMUP_REQUESTS,
                      "bucket widths from shortest to longest); 0: none.",
                      lower_bound=0, upper_bound=1000)
 flags.mark_flags_as_required(["model_dir", "export_dir"])
+flags.register_multi_flags_validator(
+    ["format", "quantization"],
+    lambda f: f["quantization"] is None or f["format"] == "ctranslate2",
+    message="--quantization is for --format=ctranslate2")
 
 FLAGS = flags.FLAGS
 
 
 def main():
+    if FLAGS.format == "ctranslate2":
+        from t2t_repro.ct2 import export_ctranslate2
+
+        print(export_ctranslate2(FLAGS.model_dir, FLAGS.export_dir,
+                                 FLAGS.checkpoint, FLAGS.quantization))
+        return
     from t2t_repro.serving import export_saved_model
 
     decoding = dataclasses.replace(decoding_from_flags(),

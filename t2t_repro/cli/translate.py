@@ -2,9 +2,12 @@
 
     t2t-translate --model_dir=runs/multi30k --input=src.en --output=out.de
     echo "A dog runs." | t2t-translate --saved_model=exports/multi30k/800
+    t2t-translate --ctranslate2=exports/multi30k-ct2 < src.en
 
-Uses a run's checkpoint (`--model_dir`, optionally `--checkpoint`) or an
-exported SavedModel (`--saved_model`). Sentences are batched by length and
+Uses a run's checkpoint (`--model_dir`, optionally `--checkpoint`), an
+exported SavedModel (`--saved_model`) or a CTranslate2 export
+(`--ctranslate2`, the `[ct2]` extra; beam search rescored with our length
+penalty). Sentences are batched by length and
 the output keeps the input's order, one line per input line.
 """
 
@@ -19,6 +22,10 @@ from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
 define_checkpoint()
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory, "
                     "instead of --model_dir.")
+flags.DEFINE_string("ctranslate2", None, "A t2t-export --format=ctranslate2 "
+                    "directory, instead of --model_dir.")
+flags.DEFINE_integer("threads", 0, "CPU threads for --ctranslate2 (0: its "
+                     "default).", lower_bound=0)
 flags.DEFINE_string("input", "-", "Source sentences, one per line (.gz "
                     "too); - for stdin.")
 flags.DEFINE_string("output", "-", "Where to write translations; - for "
@@ -26,9 +33,10 @@ flags.DEFINE_string("output", "-", "Where to write translations; - for "
 define_decoding_flags()
 flags.DEFINE_bool("progress", True, "Show progress on stderr.")
 flags.register_multi_flags_validator(
-    ["model_dir", "saved_model"],
-    lambda f: (f["model_dir"] is None) != (f["saved_model"] is None),
-    message="give exactly one of --model_dir and --saved_model")
+    ["model_dir", "saved_model", "ctranslate2"],
+    lambda f: sum(f[name] is not None for name in f) == 1,
+    message="give exactly one of --model_dir, --saved_model and "
+    "--ctranslate2")
 
 FLAGS = flags.FLAGS
 
@@ -40,6 +48,11 @@ def make_translator():
 
     if FLAGS.saved_model:
         return SavedModelTranslator(FLAGS.saved_model, decoding_from_flags())
+    if FLAGS.ctranslate2:
+        from t2t_repro.ct2 import CTranslate2Translator
+
+        return CTranslate2Translator(FLAGS.ctranslate2, decoding_from_flags(),
+                                     FLAGS.threads)
     model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
     return Translator(model, make_tokenizer(proto), decoding_from_flags())
 

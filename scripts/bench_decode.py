@@ -1,0 +1,141 @@
+"""Translation throughput of one run's checkpoint through every decoder:
+the in-process graph (with and without XLA), the SavedModel's
+serving_default (the default export and an --export_jit_compile one) and
+CTranslate2 (float32 and int8).
+
+    python scripts/bench_decode.py --model_dir=runs/multi30k \
+        [--input=../shared/data/multi30k/test_2016_flickr.en.gz] \
+        [--engines=...] [--beams=1,4] [--batches=32] [--orders=sorted] \
+        [--json=OUT]
+
+Each engine translates the same --sentences input lines in batches of
+--batches sentences, in length-sorted order (as t2t-translate/t2t-eval
+batch) or in input order ("unsorted"), twice: the first pass pays for
+tracing and XLA compilation, the second is the steady state. The table
+gives sentences/s of both passes and the second pass relative to
+CTranslate2 float32 (same checkpoint, same process, --ct2_threads
+threads), and the same-process fp32 matmul rate, since machines differ.
+First-request and single-sentence latency of a SavedModel:
+scripts/bench_serving.py.
+"""
+
+import json
+import os
+import tempfile
+import time
+
+from absl import app, flags
+
+ENGINES = ("graph", "graph_xla", "saved_model", "saved_model_xla",
+           "ct2", "ct2_int8")
+flags.DEFINE_string("model_dir", None, "A t2t-train run.")
+flags.DEFINE_string("checkpoint", None, "Default: the run's latest.")
+flags.DEFINE_string("input", "../shared/data/multi30k/test_2016_flickr.en.gz",
+                    "Source sentences, one per line (.gz too).")
+flags.DEFINE_integer("sentences", 1000, "How many input lines to translate.")
+flags.DEFINE_list("engines", list(ENGINES), f"Any of {', '.join(ENGINES)}.")
+flags.DEFINE_list("beams", ["4"], "Beam sizes (1 = greedy).")
+flags.DEFINE_list("batches", ["32"], "Sentences per batch.")
+flags.DEFINE_list("orders", ["sorted"], "sorted (by length) and/or unsorted.")
+flags.DEFINE_integer("ct2_threads", 2, "CTranslate2's CPU threads.")
+flags.DEFINE_string("json", None, "Also write the results here.")
+flags.mark_flags_as_required(["model_dir"])
+FLAGS = flags.FLAGS
+
+
+def _batches(sentences, size, order):
+    indices = list(range(len(sentences)))
+    if order == "sorted":
+        indices.sort(key=lambda i: -len(sentences[i].split()))
+    return [[sentences[i] for i in indices[start:start + size]]
+            for start in range(0, len(indices), size)]
+
+
+def _engine(name, beam, workdir):
+    """`translate(list of str) -> list of str` for one batch."""
+    import dataclasses
+
+    import tensorflow as tf
+
+    from t2t_repro.checkpoints import RunDir
+    from t2t_repro.config import DecodingOptions
+    from t2t_repro.data.vocabulary import make_tokenizer
+    from t2t_repro.inference import TranslationGraph
+
+    decoding = DecodingOptions(beam_size=beam, jit_compile=name.endswith(
+        "xla"), max_batch_sentences=max(int(b) for b in FLAGS.batches))
+    if name.startswith("graph"):
+        model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
+        graph = TranslationGraph(model, make_tokenizer(proto), decoding)
+        return lambda batch: graph.serve(tf.constant(batch))["translations"]
+    if name.startswith("saved_model"):
+        from t2t_repro.serving import export_saved_model
+
+        path = export_saved_model(FLAGS.model_dir, workdir,
+                                  version=len(os.listdir(workdir)) + 1,
+                                  checkpoint=FLAGS.checkpoint,
+                                  decoding=decoding, warmup_requests=0)
+        serve = tf.saved_model.load(path).signatures["serving_default"]
+        return lambda batch: serve(inputs=tf.constant(batch))["translations"]
+    from t2t_repro.ct2 import CTranslate2Translator, export_ctranslate2
+
+    path = export_ctranslate2(
+        FLAGS.model_dir, os.path.join(workdir, f"{name}_{beam}"),
+        FLAGS.checkpoint, "int8" if name == "ct2_int8" else None)
+    translator = CTranslate2Translator(
+        path, dataclasses.replace(decoding, max_batch_sentences=10 ** 6,
+                                  batch_tokens=10 ** 9), FLAGS.ct2_threads)
+    return translator.translate
+
+
+def main(argv):
+    del argv
+    from bench_matmul import matmul_ceiling
+    from t2t_repro.data.text_files import read_lines
+
+    unknown = set(FLAGS.engines) - set(ENGINES)
+    if unknown:
+        raise app.UsageError(f"--engines: unknown {sorted(unknown)}")
+    sentences = read_lines(FLAGS.input)[:FLAGS.sentences]
+    ceiling = matmul_ceiling(sizes=(2048,))
+    print(f"{FLAGS.model_dir}: {len(sentences)} sentences; matmul 2048^3 "
+          f"fp32 {ceiling['float32'][2048]} GFLOP/s")
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for beam in map(int, FLAGS.beams):
+            for name in FLAGS.engines:
+                translate = _engine(name, beam, workdir)
+                for size in map(int, FLAGS.batches):
+                    for order in FLAGS.orders:
+                        batches = _batches(sentences, size, order)
+                        passes = []
+                        for _ in range(2):
+                            start = time.perf_counter()
+                            for batch in batches:
+                                translate(batch)
+                            passes.append(len(sentences) /
+                                          (time.perf_counter() - start))
+                        rows.append({"beam": beam, "engine": name,
+                                     "batch": size, "order": order,
+                                     "first_pass": round(passes[0], 1),
+                                     "second_pass": round(passes[1], 1)})
+                        print(rows[-1], flush=True)
+    print("\nbeam  engine           batch  order     first pass  second "
+          "pass  (sentences/s)  vs ct2")
+    for row in rows:
+        reference = [r["second_pass"] for r in rows if r["engine"] == "ct2"
+                     and all(r[k] == row[k] for k in ("beam", "batch",
+                                                      "order"))]
+        ratio = (f"{row['second_pass'] / reference[0]:6.2f}" if reference
+                 else "     -")
+        print(f"{row['beam']:<5} {row['engine']:16} {row['batch']:<6} "
+              f"{row['order']:9} {row['first_pass']:10.1f}  "
+              f"{row['second_pass']:11.1f}  {'':13}  {ratio}")
+    if FLAGS.json:
+        with open(FLAGS.json, "w", encoding="utf-8") as handle:
+            json.dump({"rows": rows, "matmul_gflops": ceiling}, handle,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    app.run(main)

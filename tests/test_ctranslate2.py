@@ -1,0 +1,118 @@
+"""The CTranslate2 export (t2t_repro/ct2.py): the same greedy token ids as
+our decoder, beam search that agrees once rescored with our length penalty,
+int8 within 0.5 BLEU, and the t2t-export / t2t-translate flags."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from processes import run_python
+from t2t_repro.checkpoints import RunDir
+from t2t_repro.config import DecodingOptions, TransformerConfig
+from t2t_repro.ct2 import CTranslate2Translator, export_ctranslate2
+from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
+from t2t_repro.decoding.greedy import EXTRA_DECODE_LENGTH, greedy_decode
+from t2t_repro.evaluation import score_translations
+from t2t_repro.inference import Translator
+from toy_run import toy_pairs, toy_trainer
+from vocab_for_tests import tiny_vocab
+
+# The quickstart's shape (flags/multi30k.cfg) over the tests' vocabulary.
+QUICKSTART_SIZED = TransformerConfig(
+    vocab_size=int(make_tokenizer(tiny_vocab()).vocab_size()), d_model=256,
+    num_heads=4, d_ff=512, num_encoder_layers=3, num_decoder_layers=3,
+    dropout=0.0, max_length=100)
+
+
+def _toy_sources_and_references():
+    pairs = list(toy_pairs().as_numpy_iterator())
+    return ([s.decode() for s, _ in pairs], [t.decode() for _, t in pairs])
+
+
+def _greedy_ids_both_ways(model, tokenizer, ct2_dir, sentences):
+    """(ours, CTranslate2's) greedy output ids, EOS and padding dropped."""
+    ids, _ = tokenize_sources(tokenizer, tf.constant(sentences),
+                              model.config.max_length)
+    output, _ = tf.function(lambda x: greedy_decode(model, x))(ids)
+    ours = [[i for i in row if i > 3] for row in output.numpy().tolist()]
+    translator = CTranslate2Translator(ct2_dir, DecodingOptions(beam_size=1))
+    sources = [[translator.tokens[i] for i in row if i]
+               for row in ids.numpy().tolist()]
+    # One sentence per call: CTranslate2's length limit is per batch, ours
+    # (input + 50) per sentence.
+    results = [translator.translator.translate_batch(
+        [source], beam_size=1, max_decoding_length=len(source) +
+        EXTRA_DECODE_LENGTH, suppress_sequences=[["<blank>"], ["<s>"]])[0]
+        for source in sources]
+    theirs = [[translator.ids[t] for t in r.hypotheses[0]] for r in results]
+    return ours, theirs
+
+
+def test_quickstart_sized_model_gives_the_same_greedy_ids(tmp_path):
+    # The quickstart's layers, briefly trained on the toy pairs.
+    trainer = toy_trainer(tmp_path / "run", 60, config=QUICKSTART_SIZED,
+                          batch_tokens=256, warmup_steps=20,
+                          learning_rate_scale=0.3, checkpoint_every=60)
+    trainer.train()
+    ct2_dir = export_ctranslate2(str(tmp_path / "run"), str(tmp_path / "ct2"))
+    sources, _ = _toy_sources_and_references()
+    ours, theirs = _greedy_ids_both_ways(
+        trainer.model, trainer.tokenizer, ct2_dir, sources)
+    # Varied outputs, some running to the length limit.
+    assert len(set(map(tuple, ours))) > 4 and max(map(len, ours)) > 50
+    assert ours == theirs
+
+
+@pytest.fixture(scope="module")
+def toy_ct2(toy_run_dir, tmp_path_factory):
+    return export_ctranslate2(toy_run_dir,
+                              str(tmp_path_factory.mktemp("ct2") / "fp32"))
+
+
+def test_trained_model_greedy_ids_and_beam_translations_agree(
+        toy_run_dir, toy_ct2):
+    model, proto, _ = RunDir(toy_run_dir).load_model()
+    sources, _ = _toy_sources_and_references()
+    ours, theirs = _greedy_ids_both_ways(model, make_tokenizer(proto),
+                                         toy_ct2, sources)
+    assert ours == theirs
+    beam = DecodingOptions(beam_size=4)
+    ours, our_scores = Translator(model, make_tokenizer(proto),
+                                  beam).translate_with_scores(sources)
+    theirs, their_scores = CTranslate2Translator(
+        toy_ct2, beam).translate_with_scores(sources)
+    agree = np.mean([a == b for a, b in zip(ours, theirs)])
+    assert agree >= 0.99
+    # Same hypothesis, same score under our length penalty.
+    np.testing.assert_allclose(their_scores, our_scores, atol=1e-3)
+
+
+def test_int8_is_within_half_a_bleu_point(toy_run_dir, toy_ct2, tmp_path):
+    int8 = export_ctranslate2(toy_run_dir, str(tmp_path / "int8"),
+                              quantization="int8")
+    sources, references = _toy_sources_and_references()
+    fp32_bleu, int8_bleu = (score_translations(
+        CTranslate2Translator(path).translate(sources), references,
+        "en")["sacrebleu"] for path in (toy_ct2, int8))
+    assert fp32_bleu > 90  # the toy model learned its pairs
+    assert abs(int8_bleu - fp32_bleu) <= 0.5
+
+
+def test_export_and_translate_flags(toy_run_dir, tmp_path):
+    source = tmp_path / "source.txt"
+    sources, _ = _toy_sources_and_references()
+    source.write_text("".join(s + "\n" for s in sources[:8]), "utf-8")
+    export = run_python(["-m", "t2t_repro.cli", "export",
+                         f"--model_dir={toy_run_dir}", "--format=ctranslate2",
+                         "--quantization=int16",
+                         f"--export_dir={tmp_path / 'ct2'}"])
+    assert export.returncode == 0, export.stderr[-3000:]
+    outputs = {}
+    for flag in (f"--model_dir={toy_run_dir}",
+                 f"--ctranslate2={tmp_path / 'ct2'}"):
+        result = run_python(["-m", "t2t_repro.cli", "translate",
+                             "--progress=false", flag, f"--input={source}"])
+        assert result.returncode == 0, result.stderr[-3000:]
+        outputs[flag.split("=")[0]] = result.stdout
+    assert outputs["--ctranslate2"] == outputs["--model_dir"]
+    assert len(outputs["--model_dir"].splitlines()) == 8
