@@ -1,5 +1,6 @@
 """Distributed equivalence, exact resume, TensorBoard output, CLI errors."""
 
+import itertools
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import (DecodingOptions, TrainingOptions,
                               TransformerConfig)
 from t2t_repro.data import text_files
+from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.inference import Translator
 from t2t_repro.training.trainer import Trainer
@@ -332,3 +334,28 @@ def test_auto_precision_follows_the_measured_bf16_speedup(monkeypatch,
     # The measurement itself: a positive ratio of two real timings.
     monkeypatch.undo()
     assert 0.1 < precision.bf16_matmul_speedup() < 20
+
+
+def test_the_step_and_the_decoders_trace_a_bounded_number_of_times(
+        tmp_path):
+    # 40 steps over length-bucketed batches of several shapes, then
+    # translations of 1 to 30-word inputs in batches of 1 to 4 sentences.
+    trainer = _trainer(tmp_path, 40, config=SMALL, batch_tokens=200)
+    shapes = {tuple(batch[1].shape) for batch in itertools.islice(
+        trainer._dataset_fn(tf.distribute.InputContext(), 0), 40)}
+    assert len(shapes) >= 3
+    trainer.train()
+    assert trainer.train_step.experimental_get_tracing_count() == 1
+    translator = Translator(trainer.model, trainer.tokenizer,
+                            DecodingOptions(beam_size=1, max_batch_sentences=4))
+    words = "ein hund läuft das gras der mann eine katze".split()
+    sentences = [" ".join(words[:n % 8 + 1] * (n // 8 + 1))
+                 for n in range(30)]
+    translator.translate(sentences)
+    lengths = {len(ids) for ids in trainer.tokenizer.tokenize(
+        sentences).to_list()}
+    traces = translator.graph.decode_ids.experimental_get_tracing_count()
+    assert translator.graph.serve.experimental_get_tracing_count() == 1
+    # One per (batch size, bucket width) met, not one per input length.
+    assert traces <= 4 * len(bucket_boundaries(SMALL.max_length))
+    assert traces < len(lengths)
