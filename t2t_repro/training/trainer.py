@@ -150,7 +150,15 @@ class Trainer:
             self.checkpoint, options.keep_checkpoints,
             worker=None if self.is_chief else
             strategy.cluster_resolver.task_id)
-        restored = self.manager.restore_or_initialize()
+        if self.is_chief:
+            restored = self.manager.restore_or_initialize()
+        else:
+            # Its own manager saves where nobody reads; like the chief, it
+            # resumes from the chief's checkpoint (the shared model_dir), or
+            # workers would resume at different steps with different weights.
+            restored = self.run_dir.latest_checkpoint()
+            if restored:
+                self.checkpoint.restore(restored)
         if restored:
             logging.info("resumed from %s at step %d", restored, self.step)
         if (restored and self.input_iterator is not None and

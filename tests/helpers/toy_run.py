@@ -31,9 +31,10 @@ def toy_pairs():
 
 
 def toy_trainer(model_dir, steps, config=SMALL, dev_pairs=None,
-                **overrides):
+                strategy=None, **overrides):
     """A Trainer on the toy pairs; `overrides` set TrainingOptions fields,
-    `dev_pairs` gives it a DevEvaluator."""
+    `dev_pairs` gives it a DevEvaluator; one-device MirroredStrategy
+    unless `strategy`."""
     options = TrainingOptions(**{
         "model_dir": str(model_dir), "train_steps": steps,
         "batch_tokens": 128, "warmup_steps": 5, "checkpoint_every": 5,
@@ -41,7 +42,8 @@ def toy_trainer(model_dir, steps, config=SMALL, dev_pairs=None,
         "mixed_precision": "none", **overrides})
     evaluator = None if dev_pairs is None else DevEvaluator(
         dev_pairs, tiny_vocab(), config.max_length, options)
-    return Trainer(config, options, tf.distribute.MirroredStrategy(),
+    return Trainer(config, options,
+                   strategy or tf.distribute.MirroredStrategy(),
                    tiny_vocab(), toy_pairs(), evaluator)
 
 

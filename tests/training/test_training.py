@@ -86,6 +86,41 @@ def test_two_worker_processes_match_one_device(tmp_path):
         _assert_same_step(single, dict(np.load(out)), replicas=2)
 
 
+def _two_workers(model_dir, steps, outputs):
+    """Runs worker_training.py as both workers of a 2-worker cluster;
+    returns each worker's saved step and weights."""
+    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    processes = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": {"worker": workers},
+                                "task": {"type": "worker", "index": index}})
+        out = str(outputs / f"{os.path.basename(model_dir)}_{steps}_{index}"
+                  ".npz")
+        processes.append((out, subprocess.Popen(
+            [sys.executable, os.path.join(HELPERS, "worker_training.py"),
+             str(model_dir), str(steps), out],
+            env=quiet_environment(TF_CONFIG=tf_config),
+            stderr=subprocess.PIPE, text=True)))
+    results = []
+    for out, process in processes:
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr[-3000:]
+        results.append(dict(np.load(out)))
+    return results
+
+
+@pytest.mark.slow
+def test_two_workers_resume_from_the_chiefs_checkpoint(tmp_path):
+    straight = _two_workers(tmp_path / "straight", 6, tmp_path)
+    _two_workers(tmp_path / "resumed", 4, tmp_path)
+    resumed = _two_workers(tmp_path / "resumed", 6, tmp_path)
+    for worker in (0, 1):
+        assert int(resumed[worker]["step"]) == 6
+        for key, value in straight[0].items():
+            np.testing.assert_allclose(resumed[worker][key], value,
+                                       atol=1e-5, err_msg=key)
+
+
 def test_resume_reproduces_an_uninterrupted_run(tmp_path):
     straight = _trainer(tmp_path / "straight", 20)
     straight.train()
