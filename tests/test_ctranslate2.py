@@ -98,6 +98,7 @@ def test_int8_is_within_half_a_bleu_point(toy_run_dir, toy_ct2, tmp_path):
     assert abs(int8_bleu - fp32_bleu) <= 0.5
 
 
+@pytest.mark.slow
 def test_export_and_translate_flags(toy_run_dir, tmp_path):
     source = tmp_path / "source.txt"
     sources, _ = _toy_sources_and_references()

@@ -44,6 +44,7 @@ def test_the_model_server_path_translates_like_t2t_translate(
     assert "serving_default: inputs (" in result.stderr
 
 
+@pytest.mark.slow
 def test_an_xla_export_needs_the_servers_xla_flag(
         loader, toy_run_dir, t2t_translate_output, tmp_path):
     path = export_saved_model(toy_run_dir, str(tmp_path),

@@ -174,6 +174,7 @@ def test_recipe_flags_are_validated(tmp_path):
     assert not os.path.exists(tmp_path / "run" / "best")
 
 
+@pytest.mark.slow  # 43 s; averaging itself is checked by the best-N test
 def test_train_cli_scores_the_average_of_the_last_checkpoints(tmp_path):
     for lang in ("en", "de"):
         (tmp_path / f"test.{lang}").write_text("".join(
