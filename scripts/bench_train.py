@@ -68,8 +68,7 @@ def bench(precision, proto, pairs, model_dir):
     config = model_config_from_flags(vocabulary.vocab_size_of(proto))
     strategy = distribution.make_strategy(1)
     trainer = Trainer(config, options, strategy, proto, pairs)
-    dataset = strategy.distribute_datasets_from_function(trainer._dataset_fn)
-    iterator = iter(dataset)
+    iterator = trainer.input_iterator
     train_step = trainer._compile_step(iterator.element_spec)
 
     def run(steps):

@@ -11,6 +11,7 @@ MODEL_DIR goes through `RunDir`.
       average/        t2t-train --average_last's average, itself a run dir
       train/ dev/ eval/  TensorBoard events
       .worker_K/      a non-chief worker's throw-away checkpoints
+      input/worker-K/ a non-chief worker's input-iterator checkpoints
 
 A checkpoint holds every model variable under its Keras path (see
 `model_checkpoint`) and, in training, the optimizer and step counters.
@@ -214,6 +215,14 @@ class RunDir:
                      self.file(f".worker_{worker}"))
         return tf.train.CheckpointManager(checkpoint, directory, max_to_keep,
                                           checkpoint_name=CHECKPOINT_NAME)
+
+    def input_checkpoint_manager(self, checkpoint, max_to_keep, pipeline):
+        """The manager of a non-chief worker's input-iterator checkpoints
+        (`pipeline` = its input pipeline id), numbered by step like the
+        model's."""
+        return tf.train.CheckpointManager(
+            checkpoint, self.file(os.path.join("input", f"worker-{pipeline}")),
+            max_to_keep, checkpoint_name=CHECKPOINT_NAME)
 
     def latest_checkpoint(self):
         return tf.train.latest_checkpoint(self.path)

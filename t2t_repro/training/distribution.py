@@ -40,6 +40,22 @@ def make_strategy(cpu_devices=1):
     return tf.distribute.MirroredStrategy()
 
 
+def input_context(strategy):
+    """This worker's `tf.distribute.InputContext`, as
+    `distribute_datasets_from_function` would make it: one input pipeline
+    per worker, numbered as the strategy numbers workers (chief first)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    cluster = resolver.cluster_spec().as_dict() if resolver else {}
+    workers = (len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+               or 1)
+    pipeline_id = 0
+    if workers > 1 and resolver.task_type == "worker":
+        pipeline_id = resolver.task_id + len(cluster.get("chief", []))
+    return tf.distribute.InputContext(
+        num_input_pipelines=workers, input_pipeline_id=pipeline_id,
+        num_replicas_in_sync=strategy.num_replicas_in_sync)
+
+
 def is_chief(strategy):
     """True on the worker that writes checkpoints and summaries."""
     resolver = getattr(strategy, "cluster_resolver", None)

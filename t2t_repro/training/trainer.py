@@ -51,11 +51,13 @@ class Trainer:
     Each step reads `accum_steps` micro-batches per replica, sums their
     label-smoothed loss gradients, divides by the number of real target
     tokens over all replicas and micro-batches, and applies one Adam update:
-    the result does not depend on the replica count. Checkpoints hold the
-    model and optimizer and, with one replica, the input iterator (its
-    shuffle buffer included), so a resume continues the data stream where
-    it stopped at a cost that does not grow with the step. With several
-    replicas (tf.distribute's iterators cannot be saved), with checkpoints
+    the result does not depend on the replica count. Each worker reads one
+    plain tf.data pipeline (tf.distribute's own iterators cannot be saved)
+    and hands each of its replicas its own batches. Checkpoints hold the
+    model and optimizer and the chief's input iterator (its shuffle buffer
+    included); every other worker saves its iterator beside them under
+    `input/worker-K/`. So a resume continues each data stream where it
+    stopped, at a cost that does not grow with the step. With checkpoints
     that predate this, or after `allow_option_changes`, the deterministic
     pipeline is rebuilt and skips the batches already consumed. Either way
     a resumed run follows the same trajectory as an uninterrupted one.
@@ -136,16 +138,33 @@ class Trainer:
             self.model, optimizer=self.optimizer,
             global_step=self.global_step, train_seconds=self.train_seconds,
             tokens_seen=self.tokens_seen)
-        # A plain tf.data iterator, saved in the checkpoints, or None: the
-        # input is then a tf.distribute iterator made by `train` (or, with
-        # no `train_pairs`, batches its caller feeds to the compiled step).
+        self._input_context = distribution.input_context(strategy)
+        # Each step reads accum_steps batches for each of this worker's
+        # replicas, in that order.
+        self.local_replicas = (strategy.num_replicas_in_sync //
+                               self._input_context.num_input_pipelines)
+        # This worker's plain tf.data iterator, or None without
+        # `train_pairs` (its caller then feeds batches to the compiled step).
         self.input_iterator = None
-        if strategy.num_replicas_in_sync == 1 and train_pairs is not None:
+        # Where the iterator's state is saved: the model checkpoint on the
+        # chief, its own checkpoints on another worker.
+        input_checkpoint = self.checkpoint
+        self._input_manager = None
+        if train_pairs is not None:
             self.input_iterator = iter(self._dataset_fn(
-                tf.distribute.InputContext(), skip_batches=0))
-            if not data_order_changed:
-                # (A changed pipeline cannot take the old one's state.)
-                self.checkpoint.input = self.input_iterator
+                self._input_context))
+            if not self.is_chief:
+                input_checkpoint = tf.train.Checkpoint()
+                self._input_manager = self.run_dir.input_checkpoint_manager(
+                    input_checkpoint, options.keep_checkpoints,
+                    self._input_context.input_pipeline_id)
+            # A changed pipeline cannot take the old one's state. Only the
+            # chief knows whether the order changed; other workers replay
+            # whenever changes are allowed (replaying the same pipeline
+            # gives the same state, so the workers stay consistent).
+            if not (data_order_changed or
+                    (options.allow_option_changes and not self.is_chief)):
+                input_checkpoint.input = self.input_iterator
         self.manager = self.run_dir.checkpoint_manager(
             self.checkpoint, options.keep_checkpoints,
             worker=None if self.is_chief else
@@ -161,16 +180,8 @@ class Trainer:
                 self.checkpoint.restore(restored)
         if restored:
             logging.info("resumed from %s at step %d", restored, self.step)
-        if (restored and self.input_iterator is not None and
-                not (hasattr(self.checkpoint, "input") and
-                     holds(restored, "input"))):
-            logging.info("%s holds no input state: skipping the %d batches "
-                         "already consumed", restored, self._consumed())
-            # Read and dropped in a graph loop rather than by Dataset.skip,
-            # which would make this pipeline's saved state unreadable by
-            # the next resume's (skip-free) one.
-            _advance(self.input_iterator, self._consumed())
-            self.checkpoint.input = self.input_iterator
+        if restored and self.input_iterator is not None:
+            self._restore_input(restored, input_checkpoint)
         # Every worker keeps the dev history (early stopping must agree);
         # only the chief keeps checkpoints.
         self.best = BestCheckpoints(
@@ -194,19 +205,39 @@ class Trainer:
 
     # Input -------------------------------------------------------------
 
-    def _consumed(self, local_replicas=1):
-        """Batches one input pipeline has yielded up to this step."""
-        return self.step * self.options.accum_steps * local_replicas
+    def _restore_input(self, restored, input_checkpoint):
+        """Brings the input iterator to where the run `restored` from
+        stopped: from its saved state, or by replaying the pipeline."""
+        saved = restored
+        if self._input_manager is not None:
+            saved = os.path.join(self._input_manager.directory,
+                                 os.path.basename(restored))
+            if not tf.io.gfile.exists(saved + ".index"):
+                saved = None
+        if (saved and hasattr(input_checkpoint, "input") and
+                holds(saved, "input")):
+            if input_checkpoint is not self.checkpoint:
+                input_checkpoint.restore(saved).assert_existing_objects_matched()
+            return
+        logging.info("%s holds no input state: skipping the %d batches "
+                     "already consumed", saved or restored, self._consumed())
+        # Read and dropped in a graph loop rather than by Dataset.skip,
+        # which would make this pipeline's saved state unreadable by the
+        # next resume's (skip-free) one.
+        _advance(self.input_iterator, self._consumed())
+        input_checkpoint.input = self.input_iterator
 
-    def _dataset_fn(self, input_context, skip_batches=None):
-        """One input pipeline's batches; by default it skips those consumed
-        before this step."""
+    def _consumed(self):
+        """Batches this worker's input pipeline has yielded up to this
+        step."""
+        return self.step * self.options.accum_steps * self.local_replicas
+
+    def _dataset_fn(self, input_context):
+        """One input pipeline's batches, from the start of the stream."""
         pairs = self.train_pairs
         if input_context.num_input_pipelines > 1:
             pairs = pairs.shard(input_context.num_input_pipelines,
                                 input_context.input_pipeline_id)
-        local_replicas = (input_context.num_replicas_in_sync //
-                          input_context.num_input_pipelines)
         return pipeline.training_batches(
             pairs, self._training_tokenizer,
             batch_tokens=max(1, self.options.batch_tokens //
@@ -214,9 +245,7 @@ class Trainer:
             max_length=self.config.max_length,
             overlong=self.options.overlong,
             shuffle_buffer=self.options.shuffle_buffer,
-            seed=self.options.seed,
-            skip_batches=(self._consumed(local_replicas)
-                          if skip_batches is None else skip_batches))
+            seed=self.options.seed)
 
     # Compiled step -----------------------------------------------------
 
@@ -232,8 +261,13 @@ class Trainer:
                      for g in tape.gradient(scaled, variables)]
         return gradients, loss_sum, count, correct
 
-    def _replica_step(self, micro_batches, micro_batch_gradients):
+    def _replica_step(self, batches, micro_batch_gradients):
         context = tf.distribute.get_replica_context()
+        # This worker's batches are ordered micro-batch by micro-batch, each
+        # with one batch per local replica; this replica takes its own.
+        local_replica = (tf.get_static_value(context.replica_id_in_sync_group)
+                         % self.local_replicas)
+        micro_batches = batches[local_replica::self.local_replicas]
         gradients = None
         totals = {"loss_sum": 0.0, "target_tokens": 0.0, "correct": 0.0,
                   "real_tokens": 0.0, "padded_tokens": 0.0}
@@ -299,10 +333,9 @@ class Trainer:
             micro_batch_gradients = tf.function(micro_batch_gradients,
                                                 jit_compile=True)
 
-        def step(micro_batches):
+        def step(batches):
             per_replica = self.strategy.run(
-                self._replica_step,
-                args=(micro_batches, micro_batch_gradients))
+                self._replica_step, args=(batches, micro_batch_gradients))
             self.global_step.assign_add(1)
             totals = {name: self.strategy.reduce(_SUM, value, axis=None)
                       for name, value in per_replica.items()}
@@ -310,8 +343,8 @@ class Trainer:
                 tf.cast(totals["real_tokens"], tf.int64))
             return totals
 
-        return tf.function(step, input_signature=[
-            tuple([element_spec] * self.options.accum_steps)])
+        return tf.function(step, input_signature=[tuple(
+            [element_spec] * self.options.accum_steps * self.local_replicas)])
 
     # Loop --------------------------------------------------------------
 
@@ -347,9 +380,7 @@ class Trainer:
                          options.patience)
             return self.step
         iterator = self.input_iterator
-        if iterator is None:
-            iterator = iter(self.strategy.distribute_datasets_from_function(
-                self._dataset_fn))
+        batches_per_step = self.options.accum_steps * self.local_replicas
         # Kept, so that tests can count its traces (one per run).
         self.train_step = train_step = self._compile_step(
             iterator.element_spec)
@@ -363,9 +394,8 @@ class Trainer:
         try:
             while (self.step < options.train_steps and
                    self.interrupted_by is None):
-                micro_batches = tuple(next(iterator)
-                                      for _ in range(options.accum_steps))
-                outputs = train_step(micro_batches)
+                outputs = train_step(tuple(
+                    next(iterator) for _ in range(batches_per_step)))
                 interval.add(outputs)
                 step = self.step
                 nonfinite_in_a_row = (nonfinite_in_a_row + 1
@@ -430,6 +460,9 @@ class Trainer:
             raise TrainingError(
                 f"step {self.step}: the weights are not finite, so they were "
                 f"not saved; the last good checkpoint is {latest}")
+        if self._input_manager is not None:
+            # Before the model checkpoint, which is what a resume starts from.
+            self._input_manager.save(checkpoint_number=self.step)
         path = self.manager.save(checkpoint_number=self.step)
         if self.is_chief:
             logging.info("saved %s", path)

@@ -47,14 +47,18 @@ def one_step(strategy, model_dir, micro_batches, **options):
                               accum_steps=len(micro_batches),
                               **{"mixed_precision": "none", **options})
     trainer = Trainer(config, options, strategy, tiny_vocab(), None)
-    dataset_options = tf.data.Options()
-    dataset_options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA)
-    iterators = [iter(strategy.experimental_distribute_dataset(
-        tf.data.Dataset.from_tensors(batch).with_options(dataset_options)))
-        for batch in micro_batches]
-    step = trainer._compile_step(iterators[0].element_spec)
-    outputs = step(tuple(next(iterator) for iterator in iterators))
+    # Each replica takes its rows of every micro-batch; the step reads this
+    # worker's replicas' batches micro-batch by micro-batch.
+    context = distribution.input_context(strategy)
+    replicas = strategy.num_replicas_in_sync
+    first = context.input_pipeline_id * trainer.local_replicas
+    batches = [tf.nest.map_structure(
+        lambda rows: tf.constant(np.array_split(rows, replicas)[replica]),
+        batch) for batch in micro_batches
+        for replica in range(first, first + trainer.local_replicas)]
+    step = trainer._compile_step(tf.nest.map_structure(
+        lambda t: tf.TensorSpec([None, None], t.dtype), batches[0]))
+    outputs = step(tuple(batches))
     return {"loss": float(outputs["loss_sum"] / outputs["target_tokens"]),
             "replicas": strategy.num_replicas_in_sync,
             "grad_norm": float(outputs["grad_norm"]),

@@ -1,8 +1,13 @@
-"""Trains the toy run to STEPS steps as one worker of a
-MultiWorkerMirroredStrategy (TF_CONFIG), resuming from MODEL_DIR's
-checkpoint if there is one; saves the final step and weights.
+"""Trains the toy run to STEPS steps, resuming from MODEL_DIR's checkpoint
+if there is one; saves the final step, the number of input batches the
+resume replayed, and the weights.
 
-    TF_CONFIG=... python worker_training.py MODEL_DIR STEPS OUT.npz
+    [TF_CONFIG=...] python worker_training.py MODEL_DIR STEPS OUT.npz \
+        [CPU_DEVICES]
+
+Under TF_CONFIG it runs as one worker of a MultiWorkerMirroredStrategy;
+otherwise it mirrors over CPU_DEVICES logical CPUs (configured before
+TensorFlow starts, hence a process of its own).
 """
 
 import sys
@@ -10,18 +15,24 @@ import sys
 import numpy as np
 
 from t2t_repro.training import distribution
+from t2t_repro.training import trainer as trainer_module
 from toy_run import SMALL, toy_trainer
 
 
-def main(model_dir, steps, out_path):
+def main(model_dir, steps, out_path, cpu_devices=1):
+    replayed = []
+    advance = trainer_module._advance
+    trainer_module._advance = lambda iterator, count: (
+        replayed.append(count), advance(iterator, count))
     trainer = toy_trainer(model_dir, steps, config=SMALL,
-                          strategy=distribution.make_strategy(1),
+                          strategy=distribution.make_strategy(cpu_devices),
                           checkpoint_every=2)
     trainer.train()
-    np.savez(out_path, step=trainer.step,
+    np.savez(out_path, step=trainer.step, replayed=sum(replayed),
              **{w.path: w.numpy() for w in trainer.model.weights
                 if not w.path.endswith("seed_generator_state")})
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3])
+    main(sys.argv[1], int(sys.argv[2]), sys.argv[3],
+         *[int(arg) for arg in sys.argv[4:]])

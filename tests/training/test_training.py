@@ -109,16 +109,44 @@ def _two_workers(model_dir, steps, outputs):
     return results
 
 
+def _assert_same_weights(got, want):
+    for key, value in want.items():
+        if key not in ("step", "replayed"):
+            np.testing.assert_allclose(got[key], value, atol=1e-5,
+                                       err_msg=key)
+
+
 @pytest.mark.slow
 def test_two_workers_resume_from_the_chiefs_checkpoint(tmp_path):
     straight = _two_workers(tmp_path / "straight", 6, tmp_path)
     _two_workers(tmp_path / "resumed", 4, tmp_path)
+    # Worker 1 keeps its input state beside the chief's checkpoints.
+    assert (tmp_path / "resumed" / "input" / "worker-1" / "ckpt-4.index"
+            ).exists()
     resumed = _two_workers(tmp_path / "resumed", 6, tmp_path)
     for worker in (0, 1):
         assert int(resumed[worker]["step"]) == 6
-        for key, value in straight[0].items():
-            np.testing.assert_allclose(resumed[worker][key], value,
-                                       atol=1e-5, err_msg=key)
+        # O(1): both workers' iterators came back from their checkpoints.
+        assert int(resumed[worker]["replayed"]) == 0
+        _assert_same_weights(resumed[worker], straight[0])
+
+
+def _mirrored_training(model_dir, steps, out):
+    result = run_python([os.path.join(HELPERS, "worker_training.py"),
+                         str(model_dir), str(steps), str(out), "2"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return dict(np.load(out))
+
+
+def test_two_replicas_resume_from_the_saved_input_state(tmp_path):
+    straight = _mirrored_training(tmp_path / "straight", 6,
+                                  tmp_path / "straight.npz")
+    _mirrored_training(tmp_path / "resumed", 4, tmp_path / "first.npz")
+    resumed = _mirrored_training(tmp_path / "resumed", 6,
+                                 tmp_path / "resumed.npz")
+    assert int(resumed["step"]) == 6
+    assert int(resumed["replayed"]) == 0  # O(1) in the step
+    _assert_same_weights(resumed, straight)
 
 
 def test_resume_reproduces_an_uninterrupted_run(tmp_path):
@@ -379,7 +407,7 @@ def test_the_step_and_the_decoders_trace_a_bounded_number_of_times(
     # translations of 1 to 30-word inputs in batches of 1 to 4 sentences.
     trainer = _trainer(tmp_path, 40, config=SMALL, batch_tokens=200)
     shapes = {tuple(batch[1].shape) for batch in itertools.islice(
-        trainer._dataset_fn(tf.distribute.InputContext(), 0), 40)}
+        trainer._dataset_fn(tf.distribute.InputContext()), 40)}
     assert len(shapes) >= 3
     trainer.train()
     assert trainer.train_step.experimental_get_tracing_count() == 1
