@@ -48,6 +48,12 @@ class TransformerConfig:
         8000, "Shared source+target subword vocabulary size.")
     d_model: int = setting(512, "Model width.")
     num_heads: int = setting(8, "Attention heads h.")
+    key_dim: int = setting(
+        0, "Per-head query/key depth d_k (0: d_model / num_heads).",
+        lower_bound=0)
+    value_dim: int = setting(
+        0, "Per-head value depth d_v (0: d_model / num_heads).",
+        lower_bound=0)
     d_ff: int = setting(2048, "Feed-forward inner width.")
     num_encoder_layers: int = setting(
         6, "Encoder layers (default: --num_layers).")
@@ -73,9 +79,15 @@ class TransformerConfig:
                      "num_decoder_layers", "max_length"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} must be > 0")
-        if self.num_heads > 0 and self.d_model % self.num_heads:
+        for name in ("key_dim", "value_dim"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name}={getattr(self, name)} must be >= 0 "
+                                "(0: d_model / num_heads)")
+        if (self.num_heads > 0 and self.d_model % self.num_heads and
+                not (self.key_dim and self.value_dim)):
             problems.append(f"d_model={self.d_model} is not divisible by "
-                            f"num_heads={self.num_heads}")
+                            f"num_heads={self.num_heads} (or give both "
+                            "key_dim and value_dim)")
         if self.d_model % 2:
             problems.append(f"d_model={self.d_model} must be even "
                             "(sine/cosine pairs)")
@@ -89,6 +101,13 @@ class TransformerConfig:
         if problems:
             raise ConfigError("invalid Transformer config: " +
                               "; ".join(problems))
+
+
+    @property
+    def head_dims(self):
+        """(d_k, d_v) of every attention head."""
+        return (self.key_dim or self.d_model // self.num_heads,
+                self.value_dim or self.d_model // self.num_heads)
 
 
 @dataclasses.dataclass(frozen=True)

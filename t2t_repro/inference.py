@@ -61,7 +61,8 @@ class TranslationGraph(tf.Module):
         self.max_batch_sentences = tf.Variable(
             decoding.max_batch_sentences, trainable=False,
             name="max_batch_sentences")
-        best = best_translation_fn(decoding.beam_size, decoding.alpha)
+        best = best_translation_fn(decoding.beam_size, decoding.alpha,
+                                   fixed_shapes=decoding.jit_compile)
         # `(ids [batch, length], scores [batch])` of bucket-padded ids.
         self.decode_ids = tf.function(lambda ids: best(model, ids),
                                       jit_compile=decoding.jit_compile)

@@ -51,8 +51,10 @@ class Transformer(keras.Model):
             self.position_encoding = layers.SinusoidalPositionEncoding(
                 name="position_encoding")
         self.embedding_dropout = keras.layers.Dropout(c.dropout)
+        key_dim, value_dim = c.head_dims
         sizes = dict(d_model=c.d_model, num_heads=c.num_heads, d_ff=c.d_ff,
-                     dropout=c.dropout, attention_dropout=c.attention_dropout,
+                     key_dim=key_dim, value_dim=value_dim, dropout=c.dropout,
+                     attention_dropout=c.attention_dropout,
                      relu_dropout=c.relu_dropout, pre_norm=c.pre_norm)
         self.encoder_layers = [
             layers.EncoderLayer(**sizes, name=f"encoder_layer_{i}")
@@ -140,52 +142,62 @@ class Transformer(keras.Model):
     # position; beam search also calls `reorder_decode_cache`. The state is
     # opaque to them.
 
-    def start_decoding(self, source_ids, max_decode_length, beams=1):
+    def start_decoding(self, source_ids, buffer_length=None, beams=1):
         """Encodes `source_ids` and returns the state `decode_step` needs,
         for `beams` hypotheses per sentence (row b * beams + k).
 
-        A dict of per-layer tuples: "self", zeros `[rows, 2, heads,
-        max_decode_length, d_k]`; "cross", the projected encoder keys and
-        values `[rows, 2, heads, source_length, d_k]`; and "source_mask".
-        Separate tensors per layer, so that a step rewrites each cache once
-        and never restacks them.
+        A dict of per-layer (keys, values) pairs: "self", the decoder's own
+        positions `[rows, heads, length, d_k or d_v]`, empty (they grow by
+        one position per step) or, with `buffer_length`, zeros of that
+        length (fixed shapes, for XLA); "cross", the projected encoder keys
+        and values `[rows, heads, source_length, d_k or d_v]`; and
+        "source_mask". Separate tensors per layer, so that a step rewrites
+        each cache once and never restacks them.
         """
-        c = self.config
         encoder_output = self.encode(source_ids, training=False)
         # Encoded and projected once per sentence, then copied per beam.
         cross = tuple(
-            tf.repeat(layer.cross_attention.compute_cache(encoder_output),
-                      beams, axis=0)
+            tuple(tf.repeat(t, beams, axis=0) for t in
+                  layer.cross_attention.compute_cache(encoder_output))
             for layer in self.decoder_layers)
-        shape = [tf.shape(source_ids)[0] * beams, 2, c.num_heads,
-                 max_decode_length, c.d_model // c.num_heads]
+        rows = tf.shape(source_ids)[0] * beams
+        heads = self.config.num_heads
+        length = 0 if buffer_length is None else buffer_length
         return {
-            "self": tuple(tf.zeros(shape, encoder_output.dtype)
-                          for _ in self.decoder_layers),
+            "self": tuple(
+                tuple(tf.zeros([rows, heads, length, depth],
+                               encoder_output.dtype)
+                      for depth in self.config.head_dims)
+                for _ in self.decoder_layers),
             "cross": cross,
             "source_mask": padding_mask(tf.repeat(source_ids, beams,
                                                   axis=0))}
 
-    def decode_step(self, token_ids, index, cache):
+    def decode_step(self, token_ids, index, cache, buffered=False):
         """Decodes position `index` given the token there.
 
         Args:
             token_ids: int `[rows, 1]`, the token at position `index`.
             index: scalar int, the position being decoded.
             cache: from `start_decoding` (or a previous step).
+            buffered: whether `start_decoding` was given a `buffer_length`.
 
         Returns:
             (logits `[rows, vocab]` for position index + 1, updated cache).
         """
         x = self.embed(token_ids, start_index=index, training=False)
-        self_mask = positions_up_to(index, tf.shape(cache["self"][0])[3])
+        self_mask = None  # a growing cache holds only positions <= index
+        if buffered:
+            self_mask = positions_up_to(index,
+                                        tf.shape(cache["self"][0][0])[2])
         new_self_cache = []
         for layer, self_cache, cross_cache in zip(
                 self.decoder_layers, cache["self"], cache["cross"]):
             x, layer_cache = layer(
                 x, self_attention_mask=self_mask,
                 cross_attention_mask=cache["source_mask"],
-                self_attention_cache=self_cache, cache_update_index=index,
+                self_attention_cache=self_cache,
+                cache_update_index=index if buffered else None,
                 cross_attention_cache=cross_cache, training=False)
             new_self_cache.append(layer_cache)
         logits = self.embedding.project(self._final_norm("decoder_norm", x))
@@ -195,8 +207,8 @@ class Transformer(keras.Model):
     def reorder_decode_cache(cache, rows):
         """The state with row i taken from row `rows[i]` (a beam's parent);
         the source side is the same for every beam of a sentence."""
-        return {**cache, "self": tuple(tf.gather(layer_cache, rows)
-                                       for layer_cache in cache["self"])}
+        return {**cache, "self": tf.nest.map_structure(
+            lambda t: tf.gather(t, rows), cache["self"])}
 
     def get_config(self):
         return {"config": dataclasses.asdict(self.config), **{

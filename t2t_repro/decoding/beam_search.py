@@ -13,7 +13,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
-from t2t_repro.decoding.greedy import (EXTRA_DECODE_LENGTH,
+from t2t_repro.decoding.greedy import (EXTRA_DECODE_LENGTH, any_shape_of_rank,
                                        max_decode_length, next_token_log_probs,
                                        output_limits)
 from t2t_repro.layers.masks import NEG_INF
@@ -57,7 +57,8 @@ def _stable_order(primary, secondary):
 
 
 def beam_search(model, source_ids, beam_size=4, alpha=0.6,
-                extra_length=EXTRA_DECODE_LENGTH, exact_n_best=True):
+                extra_length=EXTRA_DECODE_LENGTH, exact_n_best=True,
+                fixed_shapes=False):
     """The `beam_size` best translations of each source sentence.
 
     Args:
@@ -70,6 +71,8 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
             of the `beam_size` finished ones; if False, only until none can
             beat the best (tensor2tensor's rule: the best is the same, the
             others may not be the true runners-up, and it stops sooner).
+        fixed_shapes: keep every loop tensor's shape fixed, as XLA needs
+            (see `greedy_decode`).
 
     Returns:
         (ids int32 `[batch, beam_size, max_decode_length]`, each row ending
@@ -104,7 +107,8 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
             index == 0, BOS_ID,
             tf.gather(state.alive_seq, tf.maximum(index - 1, 0), axis=2))
         logits, cache = model.decode_step(
-            tf.reshape(previous, [-1, 1]), index, state.cache)
+            tf.reshape(previous, [-1, 1]), index, state.cache,
+            buffered=fixed_shapes)
         vocab = tf.shape(logits)[-1]
         log_probs = (tf.reshape(next_token_log_probs(logits, index == 0),
                                 [batch, beam_size, vocab])
@@ -166,17 +170,23 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
                               tf.logical_not(tf.reduce_all(done)))
 
     empty = tf.fill([batch, beam_size, length], PAD_ID)
-    final, = tf.while_loop(not_done, lambda state: (step(state),), [BeamState(
+    start = BeamState(
         index=tf.constant(0),
         alive_seq=empty,
         # One live hypothesis per sentence at first: the others are copies.
         alive_log_probs=tf.concat(
             [tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], NEG_INF)],
             axis=1),
-        cache=model.start_decoding(source_ids, length, beams=beam_size),
+        cache=model.start_decoding(
+            source_ids, length if fixed_shapes else None, beams=beam_size),
         finished_seq=empty,
         finished_scores=tf.fill([batch, beam_size], NEG_INF),
-        finished_flags=tf.zeros([batch, beam_size], tf.bool))])
+        finished_flags=tf.zeros([batch, beam_size], tf.bool))
+    shapes = tf.nest.map_structure(lambda t: t.shape, start)
+    if not fixed_shapes:
+        shapes = shapes._replace(cache=any_shape_of_rank(start.cache))
+    final, = tf.while_loop(not_done, lambda state: (step(state),), [start],
+                           shape_invariants=[shapes])
 
     # Slots no hypothesis finished for go to the best that hit the limit.
     sequences = tf.concat([final.finished_seq, final.alive_seq], axis=1)

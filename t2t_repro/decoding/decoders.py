@@ -9,23 +9,26 @@ from t2t_repro.decoding.greedy import greedy_decode
 from t2t_repro.layers.masks import sequence_lengths
 
 
-def _greedy_with_scores(model, source_ids, alpha):
-    ids, log_probs = greedy_decode(model, source_ids)
+def _greedy_with_scores(model, source_ids, alpha, fixed_shapes=False):
+    ids, log_probs = greedy_decode(model, source_ids,
+                                   fixed_shapes=fixed_shapes)
     return ids, log_probs / length_penalty(sequence_lengths(ids), alpha)
 
 
-def best_translation_fn(beam_size, alpha):
+def best_translation_fn(beam_size, alpha, fixed_shapes=False):
     """`fn(model, source_ids) -> (ids [batch, length], scores [batch])`
-    for a Python `beam_size`."""
+    for a Python `beam_size`; `fixed_shapes` for XLA (see
+    `greedy_decode`)."""
     if beam_size == 1:
         return lambda model, source_ids: _greedy_with_scores(
-            model, source_ids, alpha)
+            model, source_ids, alpha, fixed_shapes)
 
     def best_of_beam(model, source_ids):
         # Stops when the best cannot change (the others may not be the
         # true runners-up), sooner than an exact n-best search.
         ids, scores = beam_search(model, source_ids, beam_size, alpha,
-                                  exact_n_best=False)
+                                  exact_n_best=False,
+                                  fixed_shapes=fixed_shapes)
         return ids[:, 0], scores[:, 0]
     return best_of_beam
 

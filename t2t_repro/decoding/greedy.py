@@ -48,13 +48,24 @@ def next_token_log_probs(logits, first):
     return tf.nn.log_softmax(tf.where(banned, NEG_INF, logits))
 
 
-def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
+def any_shape_of_rank(state):
+    """Shape invariants for a tf.while_loop under which every tensor of
+    `state` may change shape (a growing decoder cache)."""
+    return tf.nest.map_structure(
+        lambda t: tf.TensorShape([None] * t.shape.rank), state)
+
+
+def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH,
+                  fixed_shapes=False):
     """Most likely next token at each step until EOS or the length limit.
 
     Args:
         model: a `Transformer`.
         source_ids: int32 `[batch, source_length]`, PAD_ID padded.
         extra_length: output may be this much longer than the input.
+        fixed_shapes: keep every loop tensor's shape fixed (XLA needs it):
+            the decoder cache is then a buffer of the longest output rather
+            than growing with the output, which costs more per step.
 
     Returns:
         (ids int32 `[batch, max_decode_length]` ending in EOS then PAD, or
@@ -64,10 +75,12 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
     batch = tf.shape(source_ids)[0]
     length = max_decode_length(model, source_ids, extra_length)
     limits = output_limits(source_ids, length, extra_length)
-    cache = model.start_decoding(source_ids, length)
+    cache = model.start_decoding(source_ids,
+                                 length if fixed_shapes else None)
 
     def step(index, token, cache, output, scores, finished):
-        logits, cache = model.decode_step(token[:, tf.newaxis], index, cache)
+        logits, cache = model.decode_step(token[:, tf.newaxis], index, cache,
+                                          buffered=fixed_shapes)
         log_probs = next_token_log_probs(logits, index == 0)
         finished = tf.logical_or(finished, index >= limits)
         chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
@@ -85,9 +98,12 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH):
         return tf.logical_and(index < length,
                               tf.logical_not(tf.reduce_all(done)))
 
+    state = (tf.constant(0), tf.fill([batch], BOS_ID), cache,
+             tf.fill([batch, length], PAD_ID), tf.zeros([batch]),
+             tf.zeros([batch], tf.bool))
+    shapes = list(tf.nest.map_structure(lambda t: t.shape, state))
+    if not fixed_shapes:
+        shapes[2] = any_shape_of_rank(cache)
     _, _, _, output, scores, _ = tf.while_loop(
-        not_done, step,
-        (tf.constant(0), tf.fill([batch], BOS_ID), cache,
-         tf.fill([batch, length], PAD_ID), tf.zeros([batch]),
-         tf.zeros([batch], tf.bool)))
+        not_done, step, state, shape_invariants=tuple(shapes))
     return output, scores

@@ -3,7 +3,6 @@
 import keras
 
 from t2t_repro.layers.encoder_layer import EncoderLayer, LAYER_NORM_EPSILON
-from t2t_repro.layers.multi_head_attention import MultiHeadAttention
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -13,9 +12,10 @@ class DecoderLayer(EncoderLayer):
     Each sub-layer has a residual connection and LayerNorm, post-norm or
     pre-norm as in `EncoderLayer`, whose sizes and arguments it shares.
 
-    Incremental decoding: pass `self_attention_cache`
-    `[batch, 2, heads, max_length, d_k]` with `cache_update_index` (the
-    position of the single new token) and `cross_attention_cache` built by
+    Incremental decoding: pass the `self_attention_cache` (keys, values)
+    of the positions before the new token's, or a preallocated buffer with
+    `cache_update_index` (the position of the single new token; see
+    `MultiHeadAttention`), and `cross_attention_cache` built by
     `cross_attention.compute_cache(encoder_output)`; the layer then also
     returns the updated self-attention cache.
 
@@ -40,9 +40,7 @@ class DecoderLayer(EncoderLayer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.cross_attention = MultiHeadAttention(
-            self.num_heads, self.d_model, self.attention_dropout,
-            name="cross_attention")
+        self.cross_attention = self._attention("cross_attention")
         self.cross_attention_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="cross_attention_norm")
 

@@ -40,17 +40,18 @@ class EncoderLayer(keras.layers.Layer):
 
     def __init__(self, d_model, num_heads, d_ff, dropout=0.1,
                  attention_dropout=0.0, relu_dropout=0.0, pre_norm=False,
-                 **kwargs):
+                 key_dim=None, value_dim=None, **kwargs):
         super().__init__(**kwargs)
         self.d_model = d_model
         self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim
         self.d_ff = d_ff
         self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.relu_dropout = relu_dropout
         self.pre_norm = pre_norm
-        self.self_attention = MultiHeadAttention(
-            num_heads, d_model, attention_dropout, name="self_attention")
+        self.self_attention = self._attention("self_attention")
         self.feed_forward = PositionWiseFeedForward(
             d_model, d_ff, relu_dropout, name="feed_forward")
         self.attention_norm = keras.layers.LayerNormalization(
@@ -58,6 +59,11 @@ class EncoderLayer(keras.layers.Layer):
         self.feed_forward_norm = keras.layers.LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="feed_forward_norm")
         self.residual_dropout = keras.layers.Dropout(dropout)
+
+    def _attention(self, name):
+        return MultiHeadAttention(self.num_heads, self.d_model, self.key_dim,
+                                  self.value_dim, self.attention_dropout,
+                                  name=name)
 
     def build(self, inputs_shape):
         self.self_attention.build(inputs_shape)
@@ -95,6 +101,7 @@ class EncoderLayer(keras.layers.Layer):
         config = super().get_config()
         config.update({
             "d_model": self.d_model, "num_heads": self.num_heads,
+            "key_dim": self.key_dim, "value_dim": self.value_dim,
             "d_ff": self.d_ff, "dropout": self.dropout,
             "attention_dropout": self.attention_dropout,
             "relu_dropout": self.relu_dropout, "pre_norm": self.pre_norm})

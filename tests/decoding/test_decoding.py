@@ -1,5 +1,6 @@
 """Incremental decoding, greedy and beam search."""
 
+import itertools
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -64,12 +65,16 @@ def test_cached_decoding_equals_teacher_forcing(random_model):
         [np.full([3, 1], BOS_ID), rng.integers(4, 40, [3, 7])], 1)
     target_in = target_in.astype(np.int32)
     expected = random_model((source, target_in), training=False).numpy()
-    for beams in (1, 2):  # rows b * beams + k all follow sentence b
-        cache = random_model.start_decoding(source, 12, beams=beams)
+    # Rows b * beams + k all follow sentence b; a growing cache and a
+    # preallocated (XLA) buffer.
+    for beams, buffer_length in itertools.product((1, 2), (None, 12)):
+        cache = random_model.start_decoding(source, buffer_length,
+                                            beams=beams)
         rows = np.repeat(target_in, beams, axis=0)
         for index in range(target_in.shape[1]):
             logits, cache = random_model.decode_step(
-                rows[:, index:index + 1], index, cache)
+                rows[:, index:index + 1], index, cache,
+                buffered=buffer_length is not None)
             np.testing.assert_allclose(
                 logits.numpy(), np.repeat(expected[:, index], beams, axis=0),
                 atol=1e-5)
@@ -132,12 +137,17 @@ def test_stopping_at_the_best_keeps_the_best(random_model):
 
 
 def test_xla_and_graph_decoders_give_the_same_tokens(random_model):
+    # The graph decoders' caches grow; XLA's are fixed-size buffers.
     source = tf.constant(_sources(np.random.default_rng(3), 4,
                                   RANDOM.vocab_size))
-    for decode in (lambda ids: greedy_decode(random_model, ids),
-                   lambda ids: beam_search(random_model, ids, 4, 0.6)):
-        graph = tf.function(decode)(source)
-        xla = tf.function(decode, jit_compile=True)(source)
+    for decode in (
+            lambda ids, fixed: greedy_decode(random_model, ids,
+                                             fixed_shapes=fixed),
+            lambda ids, fixed: beam_search(random_model, ids, 4, 0.6,
+                                           fixed_shapes=fixed)):
+        graph = tf.function(lambda ids: decode(ids, False))(source)
+        xla = tf.function(lambda ids: decode(ids, True),
+                          jit_compile=True)(source)
         np.testing.assert_array_equal(xla[0], graph[0])
         np.testing.assert_allclose(xla[1], graph[1], atol=1e-4)
 
@@ -148,10 +158,10 @@ class _EosFirstModel:
 
     max_positions = None
 
-    def start_decoding(self, source_ids, max_decode_length, beams=1):
+    def start_decoding(self, source_ids, buffer_length=None, beams=1):
         return {"rows": tf.range(tf.shape(source_ids)[0] * beams)}
 
-    def decode_step(self, token_ids, index, cache):
+    def decode_step(self, token_ids, index, cache, buffered=False):
         logits = tf.one_hot(EOS_ID, 8, 5.0) + tf.one_hot(4, 8, 4.0)
         return tf.tile(logits[tf.newaxis], [tf.shape(token_ids)[0], 1]), cache
 
