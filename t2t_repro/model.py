@@ -204,11 +204,16 @@ class Transformer(keras.Model):
         return logits[:, 0], {**cache, "self": tuple(new_self_cache)}
 
     @staticmethod
-    def reorder_decode_cache(cache, rows):
-        """The state with row i taken from row `rows[i]` (a beam's parent);
-        the source side is the same for every beam of a sentence."""
-        return {**cache, "self": tf.nest.map_structure(
-            lambda t: tf.gather(t, rows), cache["self"])}
+    def reorder_decode_cache(cache, rows, same_sentences=True):
+        """The state with row i taken from row `rows[i]`: a beam's parent
+        and, unless `same_sentences` (row i's sentence does not change),
+        from another sentence, as when finished sentences leave the batch.
+        The source side is the same for every beam of a sentence, so only
+        the latter moves it."""
+        if same_sentences:
+            return {**cache, "self": tf.nest.map_structure(
+                lambda t: tf.gather(t, rows), cache["self"])}
+        return tf.nest.map_structure(lambda t: tf.gather(t, rows), cache)
 
     def get_config(self):
         return {"config": dataclasses.asdict(self.config), **{

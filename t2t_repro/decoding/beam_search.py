@@ -1,11 +1,16 @@
-"""Beam search over the key/value cache, one fixed-shape tf.while_loop.
+"""Beam search over the key/value cache, one tf.while_loop.
 
 Follows tensor2tensor / tensorflow-models' `SequenceBeamSearch`: each step
 expands the `beam_size` alive hypotheses into their 2 * beam_size best
 continuations, so that at least `beam_size` of them have not just ended;
 those refill the alive beams and the ones that ended with EOS compete for
-the `beam_size` finished slots under the GNMT length penalty. Every tensor
-has a fixed shape, so the loop compiles with XLA as well as without.
+the `beam_size` finished slots under the GNMT length penalty.
+
+Without XLA, a sentence leaves the loop's batch as soon as its result can
+no longer change, and the decoder caches grow with the output, so a step
+costs what the sentences still being searched need. With `fixed_shapes`
+(for XLA) every tensor keeps its shape: all sentences stay until the last
+is done, over caches as long as the longest allowed output.
 """
 
 from typing import NamedTuple
@@ -37,6 +42,12 @@ class BeamState(NamedTuple):
     finished_seq: tf.Tensor  # int32 [B, K, L]
     finished_scores: tf.Tensor  # float32 [B, K], log P / length penalty
     finished_flags: tf.Tensor  # bool [B, K]: the slot holds a hypothesis
+    sentences: tf.Tensor  # int32 [B]: each row's index in the input batch
+
+
+# The per-sentence fields that make up a result.
+_RESULT_FIELDS = ("alive_seq", "alive_log_probs", "finished_seq",
+                  "finished_scores", "finished_flags")
 
 
 def _write_position(sequences, index, tokens):
@@ -72,7 +83,7 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
             beat the best (tensor2tensor's rule: the best is the same, the
             others may not be the true runners-up, and it stops sooner).
         fixed_shapes: keep every loop tensor's shape fixed, as XLA needs
-            (see `greedy_decode`).
+            (see the module docstring); the results are the same.
 
     Returns:
         (ids int32 `[batch, beam_size, max_decode_length]`, each row ending
@@ -96,13 +107,30 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
     length = max_decode_length(model, source_ids, extra_length)
     limits = output_limits(source_ids, length, extra_length)
     # The penalty is largest at the limit (alpha >= 0).
-    limit_penalties = length_penalty(limits, alpha)[:, tf.newaxis]
-    beam_offsets = tf.range(batch)[:, tf.newaxis] * beam_size
+    limit_penalties = length_penalty(limits, alpha)
+
+    def done(state):
+        """Per sentence of `state`: whether its result is final. Log-
+        probabilities only fall as a hypothesis grows and the penalty is
+        largest at the limit: this bounds any alive beam's final score.
+        Once the finished slots that matter beat it, they stay."""
+        best_alive = (state.alive_log_probs[:, 0] /
+                      tf.gather(limit_penalties, state.sentences))
+        finished = tf.where(state.finished_flags, state.finished_scores,
+                            NEG_INF)
+        bar = (tf.reduce_min(finished, axis=1) if exact_n_best
+               else finished[:, 0])
+        return tf.logical_or(
+            bar > best_alive,
+            state.index >= tf.gather(limits, state.sentences))
 
     def step(state):
+        """One position for every sentence in `state`, and the rows of the
+        new cache's parents, `[sentences, beam_size]`."""
         index = state.index
+        rows = tf.shape(state.alive_seq)[0]
         # Sentences past their limit keep their state.
-        active = (index < limits)[:, tf.newaxis]
+        active = (index < tf.gather(limits, state.sentences))[:, tf.newaxis]
         previous = tf.where(
             index == 0, BOS_ID,
             tf.gather(state.alive_seq, tf.maximum(index - 1, 0), axis=2))
@@ -111,10 +139,10 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
             buffered=fixed_shapes)
         vocab = tf.shape(logits)[-1]
         log_probs = (tf.reshape(next_token_log_probs(logits, index == 0),
-                                [batch, beam_size, vocab])
+                                [rows, beam_size, vocab])
                      + state.alive_log_probs[:, :, tf.newaxis])
         top_log_probs, top_indices = tf.math.top_k(
-            tf.reshape(log_probs, [batch, beam_size * vocab]),
+            tf.reshape(log_probs, [rows, beam_size * vocab]),
             k=2 * beam_size)
         top_beams = top_indices // vocab
         top_tokens = top_indices % vocab
@@ -127,8 +155,7 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
             tf.where(top_ended, NEG_INF, top_log_probs), k=beam_size)
         alive_seq = tf.gather(top_seq, chosen, batch_dims=1)
         parents = tf.where(active, tf.gather(top_beams, chosen, batch_dims=1),
-                           tf.range(beam_size)[tf.newaxis]) + beam_offsets
-        cache = model.reorder_decode_cache(cache, tf.reshape(parents, [-1]))
+                           tf.range(beam_size)[tf.newaxis])
 
         ended_scores = tf.where(
             top_ended, top_log_probs / length_penalty(index + 1, alpha),
@@ -154,20 +181,19 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
             cache,
             keep_if_inactive(finished_seq, state.finished_seq),
             keep_if_inactive(finished_scores, state.finished_scores),
-            keep_if_inactive(finished_flags, state.finished_flags))
+            keep_if_inactive(finished_flags, state.finished_flags),
+            state.sentences), parents
 
-    def not_done(state):
-        # Log-probabilities only fall as a hypothesis grows and the penalty
-        # is largest at the limit: this bounds any alive beam's final
-        # score. Once the finished slots that matter beat it, they stay.
-        best_alive = state.alive_log_probs[:, 0] / limit_penalties[:, 0]
-        finished = tf.where(state.finished_flags, state.finished_scores,
-                            NEG_INF)
-        bar = (tf.reduce_min(finished, axis=1) if exact_n_best
-               else finished[:, 0])
-        done = tf.logical_or(bar > best_alive, state.index >= limits)
-        return tf.logical_and(state.index < length,
-                              tf.logical_not(tf.reduce_all(done)))
+    def reorder(state, parents, sentences=None):
+        """The state's cache rows taken from `parents`, for the sentences
+        at positions `sentences` of the state (default: all)."""
+        if sentences is not None:
+            parents = tf.gather(parents, sentences)
+        rows = parents + beam_size * (
+            tf.range(tf.shape(state.alive_seq)[0]) if sentences is None
+            else sentences)[:, tf.newaxis]
+        return model.reorder_decode_cache(state.cache, tf.reshape(rows, [-1]),
+                                          same_sentences=sentences is None)
 
     empty = tf.fill([batch, beam_size, length], PAD_ID)
     start = BeamState(
@@ -181,20 +207,59 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
             source_ids, length if fixed_shapes else None, beams=beam_size),
         finished_seq=empty,
         finished_scores=tf.fill([batch, beam_size], NEG_INF),
-        finished_flags=tf.zeros([batch, beam_size], tf.bool))
-    shapes = tf.nest.map_structure(lambda t: t.shape, start)
-    if not fixed_shapes:
-        shapes = shapes._replace(cache=any_shape_of_rank(start.cache))
-    final, = tf.while_loop(not_done, lambda state: (step(state),), [start],
-                           shape_invariants=[shapes])
+        finished_flags=tf.zeros([batch, beam_size], tf.bool),
+        sentences=tf.range(batch))
+
+    if fixed_shapes:
+        def fixed_step(state):
+            state, parents = step(state)
+            return (state._replace(cache=reorder(state, parents)),)
+
+        final, = tf.while_loop(
+            lambda state: tf.logical_and(
+                state.index < length,
+                tf.logical_not(tf.reduce_all(done(state)))),
+            fixed_step, [start])
+        results = {name: getattr(final, name) for name in _RESULT_FIELDS}
+    else:
+        def compacting_step(state, results):
+            state, parents = step(state)
+            # Every sentence's latest result, in input order.
+            results = {name: tf.tensor_scatter_nd_update(
+                value, state.sentences[:, tf.newaxis], getattr(state, name))
+                for name, value in results.items()}
+            # Only the sentences whose result may still change go on.
+            going_on = tf.cast(tf.where(tf.logical_not(done(state)))[:, 0],
+                               tf.int32)
+            state = state._replace(
+                cache=reorder(state, parents, going_on),
+                **{name: tf.gather(getattr(state, name), going_on)
+                   for name in _RESULT_FIELDS + ("sentences",)})
+            return state, results
+
+        results = {name: getattr(start, name) for name in _RESULT_FIELDS}
+        # Sentences leave the state's batch; its cache grows.
+        shapes = BeamState(**{
+            name: tf.TensorShape([None] + value.shape[1:].as_list())
+            for name, value in start._asdict().items()
+            if name not in ("index", "cache")},
+            index=start.index.shape, cache=any_shape_of_rank(start.cache))
+        _, results = tf.while_loop(
+            lambda state, _: tf.logical_and(
+                state.index < length, tf.size(state.sentences) > 0),
+            compacting_step, [start, results],
+            shape_invariants=[shapes, tf.nest.map_structure(
+                lambda t: t.shape, results)])
 
     # Slots no hypothesis finished for go to the best that hit the limit.
-    sequences = tf.concat([final.finished_seq, final.alive_seq], axis=1)
+    sequences = tf.concat([results["finished_seq"], results["alive_seq"]],
+                          axis=1)
     scores = tf.concat(
-        [final.finished_scores, final.alive_log_probs / limit_penalties],
-        axis=1)
-    rank = tf.concat([tf.where(final.finished_flags, 0, 2),
-                      tf.ones_like(final.alive_log_probs, tf.int32)], axis=1)
+        [results["finished_scores"],
+         results["alive_log_probs"] / limit_penalties[:, tf.newaxis]], axis=1)
+    rank = tf.concat([tf.where(results["finished_flags"], 0, 2),
+                      tf.ones_like(results["alive_log_probs"], tf.int32)],
+                     axis=1)
     order = _stable_order(rank, scores)[:, :beam_size]
     return (tf.gather(sequences, order, batch_dims=1),
             tf.gather(scores, order, batch_dims=1))
