@@ -203,9 +203,12 @@ class DecodingOptions:
     batch_tokens: int = setting(4096, "Padded source tokens per decoding "
                                 "batch.", lower_bound=1,
                                 flag="decode_batch_tokens")
-    jit_compile: bool = setting(True, "XLA-compile the decoder (once per "
-                                "batch shape; faster even counting that).",
-                                flag="decode_jit_compile")
+    jit_compile: bool = setting(
+        False, "XLA-compile the decoder (once per batch shape). Off by "
+        "default: XLA needs fixed shapes, so its loop keeps every sentence "
+        "and a cache as long as the longest allowed output until the last "
+        "sentence ends; without it both shrink (slower here: "
+        "scripts/bench_decode.py).", flag="decode_jit_compile")
     max_batch_sentences: int = setting(
         256, "Most sentences per decoding batch; an exported SavedModel "
         "refuses larger requests (InvalidArgument: clients split them).",

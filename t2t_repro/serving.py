@@ -12,10 +12,6 @@ from t2t_repro.config import DEFAULT_WARMUP_REQUESTS, DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.inference import TranslationGraph
 
-# serving_default is not XLA-compiled unless asked: TF Serving runs XLA
-# only with --xla_cpu_compilation_enabled=true.
-SERVING_DECODING = DecodingOptions(jit_compile=False)
-
 # Where TF Serving looks for warm-up records (at most 1000 are replayed).
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 
@@ -61,10 +57,12 @@ def write_warmup_requests(module, path, count):
 
 
 def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
-                       decoding=SERVING_DECODING,
+                       decoding=DecodingOptions(),
                        warmup_requests=DEFAULT_WARMUP_REQUESTS):
     """Writes `export_dir/<version>/` (with `warmup_requests` warm-up
-    records; 0 writes none) and returns its path."""
+    records; 0 writes none) and returns its path. An XLA-compiled decoder
+    (`decoding.jit_compile`) runs in TF Serving only with
+    --xla_cpu_compilation_enabled=true."""
     model, proto, checkpoint = RunDir(model_dir).load_model(checkpoint)
     if version is None:
         version = checkpoint_step(checkpoint)
