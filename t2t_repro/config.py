@@ -204,11 +204,11 @@ class DecodingOptions:
                                 "batch.", lower_bound=1,
                                 flag="decode_batch_tokens")
     jit_compile: bool = setting(
-        False, "XLA-compile the decoder (once per batch shape). Off by "
-        "default: XLA needs fixed shapes, so its loop keeps every sentence "
-        "and a cache as long as the longest allowed output until the last "
-        "sentence ends; without it both shrink (slower here: "
-        "scripts/bench_decode.py).", flag="decode_jit_compile")
+        False, "XLA-compile the decoder (once per batch shape). XLA needs "
+        "fixed shapes, so its loop keeps every sentence and a cache as long "
+        "as the longest allowed output until the last sentence ends; "
+        "without it both shrink. Beam search is faster without, greedy "
+        "with it (scripts/bench_decode.py).", flag="decode_jit_compile")
     max_batch_sentences: int = setting(
         256, "Most sentences per decoding batch; an exported SavedModel "
         "refuses larger requests (InvalidArgument: clients split them).",

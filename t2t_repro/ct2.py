@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_repro.checkpoints import RunDir
-from t2t_repro.config import DecodingOptions, TransformerConfig
+from t2t_repro.config import ConfigError, DecodingOptions, TransformerConfig
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.decoding.greedy import EXTRA_DECODE_LENGTH
 from t2t_repro.inference import _BatchingTranslator
@@ -101,6 +101,11 @@ def transformer_spec(model, tokens):
     """A `ctranslate2.specs.TransformerSpec` holding `model`'s weights."""
     specs = _ctranslate2().specs
     c = model.config
+    if c.d_model % c.num_heads or c.head_dims != (c.d_model // c.num_heads,) * 2:
+        raise ConfigError(
+            f"key_dim={c.key_dim}, value_dim={c.value_dim}: CTranslate2's "
+            "Transformer has d_k = d_v = d_model / num_heads "
+            f"({c.d_model} / {c.num_heads}); this model cannot be converted")
     encoder = specs.TransformerEncoderSpec(c.num_encoder_layers, c.num_heads,
                                            pre_norm=c.pre_norm)
     decoder = specs.TransformerDecoderSpec(c.num_decoder_layers, c.num_heads,

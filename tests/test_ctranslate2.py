@@ -8,12 +8,14 @@ import tensorflow as tf
 
 from processes import run_python
 from t2t_repro.checkpoints import RunDir
-from t2t_repro.config import DecodingOptions, TransformerConfig
-from t2t_repro.ct2 import CTranslate2Translator, export_ctranslate2
+from t2t_repro.config import ConfigError, DecodingOptions, TransformerConfig
+from t2t_repro.ct2 import (CTranslate2Translator, export_ctranslate2,
+                           transformer_spec)
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.decoding.greedy import EXTRA_DECODE_LENGTH, greedy_decode
 from t2t_repro.evaluation import score_translations
 from t2t_repro.inference import Translator
+from t2t_repro.model import Transformer
 from toy_run import toy_pairs, toy_trainer
 from vocab_for_tests import tiny_vocab
 
@@ -117,3 +119,11 @@ def test_export_and_translate_flags(toy_run_dir, tmp_path):
         outputs[flag.split("=")[0]] = result.stdout
     assert outputs["--ctranslate2"] == outputs["--model_dir"]
     assert len(outputs["--model_dir"].splitlines()) == 8
+
+
+def test_a_model_with_other_head_depths_is_refused_clearly(tmp_path):
+    model = Transformer(TransformerConfig(
+        vocab_size=20, d_model=16, num_heads=2, d_ff=32, key_dim=4,
+        num_encoder_layers=1, num_decoder_layers=1))
+    with pytest.raises(ConfigError, match="key_dim=4, value_dim=0"):
+        transformer_spec(model, [f"t{i}" for i in range(20)])

@@ -1,10 +1,15 @@
 """The assembled Transformer: shapes, causality, parameter counts, saving."""
 
+import json
+import os
+import re
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from processes import HELPERS, REPO, run_python
 from t2t_repro.config import TransformerConfig
 from t2t_repro.model import Transformer
 
@@ -89,3 +94,15 @@ def test_invalid_config_names_the_problem():
         TransformerConfig(vocab_size=100, d_model=30, num_heads=4)
     with pytest.raises(ValueError, match="dropout=1.5"):
         TransformerConfig(vocab_size=100, dropout=1.5)
+
+
+def test_every_shipped_flagfile_builds_the_model_the_readme_states():
+    result = run_python([os.path.join(HELPERS, "flagfile_models.py")])
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = json.loads(result.stdout.strip().splitlines()[-1])
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as handle:
+        stated = dict(re.findall(r"^\| `(flags/[\w.]+\.cfg)` \| [^|]+ \| "
+                                 r"([\d,]+) \|$", handle.read(), re.M))
+    assert sorted(counts) == sorted(stated)  # every flagfile, no other
+    for path, count in counts.items():
+        assert int(stated[path].replace(",", "")) == count, path

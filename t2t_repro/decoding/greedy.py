@@ -63,9 +63,12 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH,
         model: a `Transformer`.
         source_ids: int32 `[batch, source_length]`, PAD_ID padded.
         extra_length: output may be this much longer than the input.
-        fixed_shapes: keep every loop tensor's shape fixed (XLA needs it):
-            the decoder cache is then a buffer of the longest output rather
-            than growing with the output, which costs more per step.
+        fixed_shapes: keep every loop tensor's shape fixed, as XLA needs:
+            every sentence stays in the loop until the last ends, over a
+            decoder cache as long as the longest allowed output. Without
+            it, finished sentences leave the batch and the cache grows
+            with the output, so a step costs what the unfinished need.
+            The results are the same.
 
     Returns:
         (ids int32 `[batch, max_decode_length]` ending in EOS then PAD, or
@@ -78,32 +81,45 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH,
     cache = model.start_decoding(source_ids,
                                  length if fixed_shapes else None)
 
-    def step(index, token, cache, output, scores, finished):
+    def step(index, token, cache, sentences, finished, output, scores):
+        """One position for the rows of `sentences` (indices into the
+        batch); the results go to `output` and `scores`, in input order."""
         logits, cache = model.decode_step(token[:, tf.newaxis], index, cache,
                                           buffered=fixed_shapes)
         log_probs = next_token_log_probs(logits, index == 0)
-        finished = tf.logical_or(finished, index >= limits)
+        row_limits = tf.gather(limits, sentences)
+        finished = tf.logical_or(finished, index >= row_limits)
         chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         chosen = tf.where(finished, PAD_ID, chosen)
         gained = tf.gather(log_probs, chosen, batch_dims=1)
-        scores += tf.where(finished, 0.0, gained)
+        scores = tf.tensor_scatter_nd_add(scores, sentences[:, tf.newaxis],
+                                          tf.where(finished, 0.0, gained))
         output = tf.tensor_scatter_nd_update(
-            output, tf.stack([tf.range(batch), tf.fill([batch], index)], 1),
-            chosen)
+            output, tf.stack([sentences, tf.fill(tf.shape(sentences), index)],
+                             1), chosen)
         finished = tf.logical_or(finished, tf.equal(chosen, EOS_ID))
-        return index + 1, chosen, cache, output, scores, finished
+        if not fixed_shapes:
+            # Finished sentences leave the batch.
+            going_on = tf.cast(tf.where(tf.logical_not(tf.logical_or(
+                finished, index + 1 >= row_limits)))[:, 0], tf.int32)
+            chosen, sentences, finished = (
+                tf.gather(t, going_on) for t in (chosen, sentences, finished))
+            cache = model.reorder_decode_cache(cache, going_on,
+                                               same_sentences=False)
+        return index + 1, chosen, cache, sentences, finished, output, scores
 
-    def not_done(index, token, cache, output, scores, finished):
-        done = tf.logical_or(finished, index >= limits)
+    def not_done(index, token, cache, sentences, finished, output, scores):
+        done = tf.logical_or(finished, index >= tf.gather(limits, sentences))
         return tf.logical_and(index < length,
                               tf.logical_not(tf.reduce_all(done)))
 
-    state = (tf.constant(0), tf.fill([batch], BOS_ID), cache,
-             tf.fill([batch, length], PAD_ID), tf.zeros([batch]),
-             tf.zeros([batch], tf.bool))
+    state = (tf.constant(0), tf.fill([batch], BOS_ID), cache, tf.range(batch),
+             tf.zeros([batch], tf.bool), tf.fill([batch, length], PAD_ID),
+             tf.zeros([batch]))
     shapes = list(tf.nest.map_structure(lambda t: t.shape, state))
     if not fixed_shapes:
-        shapes[2] = any_shape_of_rank(cache)
-    _, _, _, output, scores, _ = tf.while_loop(
-        not_done, step, state, shape_invariants=tuple(shapes))
+        shapes[1:5] = (tf.TensorShape([None]), any_shape_of_rank(cache),
+                       tf.TensorShape([None]), tf.TensorShape([None]))
+    *_, output, scores = tf.while_loop(not_done, step, state,
+                                       shape_invariants=tuple(shapes))
     return output, scores

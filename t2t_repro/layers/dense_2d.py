@@ -7,8 +7,9 @@ def dense_2d(dense, x):
     """Applies `dense` to `[..., width]` via a `[rows, width]` matmul.
 
     TensorFlow's broadcasting 3-D x 2-D matmul ran at a third of the speed
-    of the equivalent 2-D matmul on the CPU here
-    (scripts/benchmark_train_step.py), so sequences are flattened first.
+    of the equivalent 2-D matmul on the CPU here (README, "Speed": the
+    training-step table of an earlier machine), so sequences are flattened
+    first.
     """
     shape = tf.shape(x)
     flat = tf.reshape(x, [-1, x.shape[-1]])

@@ -88,7 +88,7 @@ def test_a_bad_setting_is_one_line_naming_it():
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "t2t-summary: error: invalid Transformer config: d_model=30 is not "
-        "divisible by num_heads=4"]
+        "divisible by num_heads=4 (or give both key_dim and value_dim)"]
 
 
 def test_python_dash_m_runs_a_tool_and_rejects_stray_arguments():

@@ -1,5 +1,6 @@
 """Incremental decoding, greedy and beam search."""
 
+import dataclasses
 import itertools
 import numpy as np
 import pytest
@@ -58,7 +59,11 @@ def _sequence_log_prob(model, source_ids, output_ids):
     return np.sum(np.where(output_ids != PAD_ID, picked, 0.0), axis=1)
 
 
-def test_cached_decoding_equals_teacher_forcing(random_model):
+@pytest.mark.parametrize("head_dims", [None, (3, 5)])
+def test_cached_decoding_equals_teacher_forcing(random_model, head_dims):
+    if head_dims:  # d_k != d_v != d_model / h
+        random_model = Transformer(dataclasses.replace(
+            RANDOM, key_dim=head_dims[0], value_dim=head_dims[1]))
     rng = np.random.default_rng(0)
     source = _sources(rng, 3, RANDOM.vocab_size)
     target_in = np.concatenate(

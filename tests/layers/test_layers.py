@@ -57,9 +57,13 @@ def test_fully_masked_query_gives_zero_output_and_finite_gradients():
     assert np.all(np.isfinite(tape.gradient(out, k).numpy()))
 
 
-def test_multi_head_attention_matches_reference():
+@pytest.mark.parametrize("key_dim, value_dim", [
+    (None, None),  # d_k = d_v = d_model / h
+    (2, 8), (8, 3)])  # Table 3 rows (A) and (B): depths set on their own
+def test_multi_head_attention_matches_reference(key_dim, value_dim):
     rng = np.random.default_rng(2)
-    mha = layers.MultiHeadAttention(num_heads=4, d_model=16)
+    mha = layers.MultiHeadAttention(num_heads=4, d_model=16, key_dim=key_dim,
+                                    value_dim=value_dim)
     x = rng.normal(size=(2, 5, 16)).astype(np.float32)
     memory = rng.normal(size=(2, 7, 16)).astype(np.float32)
     mask = np.ones((2, 1, 1, 7), bool)
@@ -68,6 +72,9 @@ def test_multi_head_attention_matches_reference():
                        return_attention_scores=True)
     w = {name: _dense_weights(getattr(mha, f"{name}_dense"))
          for name in ("query", "key", "value", "output")}
+    assert w["query"][0].shape == w["key"][0].shape == (16, 4 * (key_dim or 4))
+    assert w["value"][0].shape == (16, 4 * (value_dim or 4))
+    assert w["output"][0].shape == (4 * (value_dim or 4), 16)
     ref_out, ref_weights = ref.multi_head_attention(x, memory, w, 4, mask)
     np.testing.assert_allclose(out, ref_out, atol=1e-5)
     np.testing.assert_allclose(weights, ref_weights, atol=1e-6)
@@ -77,6 +84,10 @@ def test_multi_head_attention_matches_reference():
 def test_multi_head_attention_rejects_indivisible_width():
     with pytest.raises(ValueError, match="not divisible"):
         layers.MultiHeadAttention(num_heads=3, d_model=16)
+    # Unless both depths are given.
+    x = tf.zeros([1, 2, 16])
+    assert layers.MultiHeadAttention(num_heads=3, d_model=16, key_dim=4,
+                                     value_dim=4)(x, x).shape == (1, 2, 16)
 
 
 def test_sinusoidal_position_encoding_matches_formula():
