@@ -207,8 +207,9 @@ class DecodingOptions:
         False, "XLA-compile the decoder (once per batch shape). XLA needs "
         "fixed shapes, so its loop keeps every sentence and a cache as long "
         "as the longest allowed output until the last sentence ends; "
-        "without it both shrink. Beam search is faster without, greedy "
-        "with it (scripts/bench_decode.py).", flag="decode_jit_compile")
+        "without it both shrink, which was faster here for beam search and "
+        "for greedy at the tools' batch sizes (README, Speed).",
+        flag="decode_jit_compile")
     max_batch_sentences: int = setting(
         256, "Most sentences per decoding batch; an exported SavedModel "
         "refuses larger requests (InvalidArgument: clients split them).",

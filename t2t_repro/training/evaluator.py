@@ -16,9 +16,8 @@ from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
 
 _SAMPLE_TRANSLATIONS = 5
 # Dev BLEU is for choosing checkpoints, often: greedy is fast and ranks
-# checkpoints like beam search does. Greedy is faster with XLA, unlike beam
-# search (scripts/bench_decode.py --beams=1: 193 vs 117 sentences/s).
-_DEV_DECODING = DecodingOptions(beam_size=1, jit_compile=True)
+# checkpoints like beam search does.
+_DEV_DECODING = DecodingOptions(beam_size=1)
 
 
 class DevEvaluator:
