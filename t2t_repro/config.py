@@ -34,6 +34,8 @@ def setting(default, help, **flag_options):  # noqa: A002 (absl's word)
 
 PRECISIONS = ("auto", "none", "bf16", "fp16")
 
+# The paper: maximum output length = input length + 50 (+ 300 for parsing).
+EXTRA_DECODE_LENGTH = 50
 # Warm-up requests t2t-export writes for TF Serving to replay at load time.
 DEFAULT_WARMUP_REQUESTS = 8
 # Weight types of a CTranslate2 export besides its default, float32.
@@ -200,6 +202,10 @@ class DecodingOptions:
                              lower_bound=1)
     alpha: float = setting(0.6, "Length penalty exponent of ((5 + length) "
                            "/ 6) ** alpha (the paper: 0.6).", lower_bound=0.0)
+    extra_length: int = setting(
+        EXTRA_DECODE_LENGTH, "An output may be this many subword tokens "
+        "longer than its input (the paper: 50; 300 for parsing).",
+        lower_bound=1, flag="extra_decode_length")
     batch_tokens: int = setting(4096, "Padded source tokens per decoding "
                                 "batch.", lower_bound=1,
                                 flag="decode_batch_tokens")

@@ -29,9 +29,9 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_repro.checkpoints import RunDir
-from t2t_repro.config import ConfigError, DecodingOptions, TransformerConfig
+from t2t_repro.config import (EXTRA_DECODE_LENGTH, ConfigError,
+                              DecodingOptions, TransformerConfig)
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
-from t2t_repro.decoding.greedy import EXTRA_DECODE_LENGTH
 from t2t_repro.inference import _BatchingTranslator
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
 
@@ -194,6 +194,12 @@ class CTranslate2Translator(_BatchingTranslator):
 
     def __init__(self, path, decoding=DecodingOptions(), threads=0):
         super().__init__(decoding)
+        if decoding.extra_length > EXTRA_DECODE_LENGTH:
+            raise ConfigError(
+                f"--extra_decode_length={decoding.extra_length}: a "
+                "CTranslate2 export's position table reaches input + "
+                f"{EXTRA_DECODE_LENGTH}; decode with --model_dir or "
+                "--saved_model")
         ctranslate2 = _ctranslate2()
         if not os.path.exists(os.path.join(path, CONFIG_FILE)):
             raise FileNotFoundError(f"{path}: not a t2t-export "
@@ -216,7 +222,7 @@ class CTranslate2Translator(_BatchingTranslator):
         beam = self.decoding.beam_size
         # One limit per batch (CTranslate2 has no per-sentence one); batches
         # hold sentences of similar length.
-        limit = max(map(len, sources), default=0) + EXTRA_DECODE_LENGTH
+        limit = max(map(len, sources), default=0) + self.decoding.extra_length
         results = self.translator.translate_batch(
             sources, beam_size=beam, num_hypotheses=beam,
             length_penalty=0.0, return_scores=True,

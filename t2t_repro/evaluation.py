@@ -1,4 +1,5 @@
-"""Scoring translations: sacreBLEU, chrF and the paper's tokenized BLEU."""
+"""Scoring translations: sacreBLEU, chrF and the paper's tokenized BLEU;
+parses (a treebank corpus) with EVALB's labelled bracketing."""
 
 import re
 
@@ -53,6 +54,10 @@ def score_translations(hypotheses, references, target_lang):
 
 
 def format_scores(scores):
+    if "bracket_f1" in scores:
+        from t2t_repro.parsing import format_parse_scores
+
+        return format_parse_scores(scores)
     return (f"sacreBLEU {scores['sacrebleu']:.2f} "
             f"({scores['sacrebleu_signature']})\n"
             f"chrF {scores['chrf']:.2f} ({scores['chrf_signature']})\n"
@@ -62,11 +67,17 @@ def format_scores(scores):
 
 def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(),
                  progress=False):
-    """Translates a `Corpus` and returns (hypotheses, references, scores)."""
+    """Translates a `Corpus` and returns (hypotheses, references, scores):
+    sacreBLEU and friends, or EVALB's for a treebank."""
     pairs = list(corpus.pairs().as_numpy_iterator())
     sources = [s.decode("utf-8") for s, _ in pairs]
     references = [t.decode("utf-8") for _, t in pairs]
     hypotheses = Translator(model, tokenizer, decoding).translate(
         sources, progress=progress)
+    if corpus.trees_path:
+        from t2t_repro.parsing import score_parses
+
+        return hypotheses, references, score_parses(hypotheses,
+                                                    corpus.trees())
     return hypotheses, references, score_translations(
         hypotheses, references, corpus.target_lang)

@@ -1,4 +1,5 @@
-"""Attention heat maps of a translation, as in the paper's figures 3-5."""
+"""A translation's attention drawn as heat maps, or as the paper's
+connection plots (figures 3-5)."""
 
 import io
 
@@ -55,7 +56,9 @@ def plot_attention(weights, query_pieces, key_pieces, layers, heads, title):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    size = 0.25 * max(len(query_pieces), len(key_pieces)) + 1.5
+    # 0.3 inch (30 pixels at figure_png's dpi) per piece: labels stay
+    # legible in TensorBoard, which shows images at their size.
+    size = 0.3 * max(len(query_pieces), len(key_pieces)) + 1.5
     figure, axes = plt.subplots(
         len(layers), len(heads), squeeze=False,
         figsize=(size * len(heads), size * len(layers)))
@@ -66,10 +69,47 @@ def plot_attention(weights, query_pieces, key_pieces, layers, heads, title):
                       vmax=1.0, aspect="auto")
             ax.set_title(f"layer {layer} head {head}", fontsize=8)
             ax.set_xticks(range(len(key_pieces)), key_pieces, rotation=90,
-                          fontsize=7)
+                          fontsize=9)
             ax.set_yticks(range(len(query_pieces)), query_pieces,
-                          fontsize=7)
+                          fontsize=9)
     figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def plot_attention_lines(weights, query_pieces, key_pieces, layer, heads,
+                         queries, title):
+    """The paper's connection plots (figures 3-5), a matplotlib Figure:
+    queries on the left, keys on the right, a line from each chosen query
+    to every key with opacity = its weight, one colour per head."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = max(len(query_pieces), len(key_pieces))
+    figure, ax = plt.subplots(figsize=(6, 0.32 * rows + 1.5))
+    colours = plt.get_cmap("tab10")
+    for position, piece in enumerate(query_pieces):
+        ax.text(0, position, piece, ha="right", va="center", fontsize=10,
+                fontweight="bold" if position in queries else "normal")
+    for position, piece in enumerate(key_pieces):
+        ax.text(1, position, piece, ha="left", va="center", fontsize=10)
+    for number, head in enumerate(heads):
+        for query in queries:
+            for key, weight in enumerate(weights[layer, head, query]):
+                ax.plot([0.02, 0.98], [query, key], color=colours(number % 10),
+                        alpha=float(weight), linewidth=2.5,
+                        label=f"head {head}" if query == queries[0] and
+                        key == 0 else None)
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.axis("off")
+    legend = ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0),
+                       ncol=min(len(heads), 4), fontsize=8, frameon=False)
+    for handle in legend.legend_handles:
+        handle.set_alpha(1.0)
+    ax.set_title(f"{title}, layer {layer}", pad=24)
     figure.tight_layout()
     return figure
 

@@ -8,11 +8,12 @@ import tensorflow as tf
 
 from processes import run_python
 from t2t_repro.checkpoints import RunDir
-from t2t_repro.config import ConfigError, DecodingOptions, TransformerConfig
+from t2t_repro.config import (EXTRA_DECODE_LENGTH, ConfigError,
+                              DecodingOptions, TransformerConfig)
 from t2t_repro.ct2 import (CTranslate2Translator, export_ctranslate2,
                            transformer_spec)
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
-from t2t_repro.decoding.greedy import EXTRA_DECODE_LENGTH, greedy_decode
+from t2t_repro.decoding.greedy import greedy_decode
 from t2t_repro.evaluation import score_translations
 from t2t_repro.inference import Translator
 from t2t_repro.model import Transformer
@@ -127,3 +128,10 @@ def test_a_model_with_other_head_depths_is_refused_clearly(tmp_path):
         num_encoder_layers=1, num_decoder_layers=1))
     with pytest.raises(ConfigError, match="key_dim=4, value_dim=0"):
         transformer_spec(model, [f"t{i}" for i in range(20)])
+
+
+def test_outputs_longer_than_the_position_table_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="--extra_decode_length=300: a "
+                                          "CTranslate2 export's position"):
+        CTranslate2Translator(str(tmp_path),
+                              DecodingOptions(extra_length=300))

@@ -1,5 +1,5 @@
-"""t2t-attention: heat maps of a translation's attention, as in the paper's
-figures 3-5.
+"""t2t-attention: a translation's attention, as heat maps or as the
+paper's connection plots (figures 3-5).
 
     t2t-attention --model_dir=runs/multi30k --sentence="A dog runs." \
         --layers=0,2 --output_prefix=attention/dog
@@ -7,6 +7,11 @@ figures 3-5.
 writes `<prefix>_encoder_self.png`, `<prefix>_decoder_self.png` and
 `<prefix>_encoder_decoder.png`: one heat map per chosen layer (rows) and
 head (columns), subword pieces on the axes, each row a query position.
+With `--style=lines` it writes `<prefix>_<kind>_layer<L>.png` per chosen
+layer: queries left, keys right, a line from each chosen query
+(`--queries`, default all) to each key, opacity = weight, one colour per
+head; e.g. figure 4 is `--style=lines --layers=4 --heads=4,5
+--queries=` (all words), figure 3 one query word and all heads.
 """
 
 from absl import app, flags
@@ -21,13 +26,18 @@ flags.DEFINE_string("layers", "", "Comma-separated layer indices (default: "
                     "all).")
 flags.DEFINE_string("heads", "", "Comma-separated head indices (default: "
                     "all).")
+flags.DEFINE_string("queries", "", "--style=lines: comma-separated query "
+                    "positions (subword pieces, from 0) whose lines are "
+                    "drawn (default: all).")
+flags.DEFINE_enum("style", "heatmap", ["heatmap", "lines"],
+                  "Heat maps, or the paper's connection plots.")
 flags.DEFINE_string("output_prefix", "attention", "PNG path prefix.")
 define_decoding_flags()
 flags.mark_flags_as_required(["model_dir", "sentence"])
 FLAGS = flags.FLAGS
 
 
-def _parse_indices(text, count, name):
+def _parse_indices(text, count, name, owner="the model"):
     if not text:
         return list(range(count))
     try:
@@ -37,8 +47,8 @@ def _parse_indices(text, count, name):
                              f"indices, e.g. --{name}=0,1") from None
     bad = [i for i in indices if not 0 <= i < count]
     if bad:
-        raise app.UsageError(f"--{name}={text}: {bad} out of range; the "
-                             f"model has {count} {name}")
+        raise app.UsageError(f"--{name}={text}: {bad} out of range; "
+                             f"{owner} has {count} {name}")
     return indices
 
 
@@ -47,7 +57,8 @@ def main():
     from t2t_repro.inference import Translator
     from t2t_repro.checkpoints import RunDir
     from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
-                                         plot_attention, translation_ids)
+                                         plot_attention, plot_attention_lines,
+                                         translation_ids)
 
     model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
     translator = Translator(model, make_tokenizer(proto),
@@ -58,12 +69,22 @@ def main():
     for kind in KINDS:
         weights, queries, keys = maps[kind]
         layers = _parse_indices(FLAGS.layers, weights.shape[0], "layers")
-        path = f"{FLAGS.output_prefix}_{kind}.png"
-        with open(path, "wb") as handle:
-            handle.write(figure_png(plot_attention(
-                weights, queries, keys, layers, heads,
-                f"{kind.replace('_', ' ')} attention")))
-        print(path)
+        title = f"{kind.replace('_', ' ')} attention"
+        if FLAGS.style == "heatmap":
+            figures = {f"{FLAGS.output_prefix}_{kind}.png": plot_attention(
+                weights, queries, keys, layers, heads, title)}
+        else:
+            chosen = _parse_indices(FLAGS.queries, len(queries), "queries",
+                                    f"its {kind} attention")
+            figures = {
+                f"{FLAGS.output_prefix}_{kind}_layer{layer}.png":
+                plot_attention_lines(weights, queries, keys, layer, heads,
+                                     chosen, title)
+                for layer in layers}
+        for path, figure in figures.items():
+            with open(path, "wb") as handle:
+                handle.write(figure_png(figure))
+            print(path)
 
 
 def run():

@@ -27,6 +27,9 @@ flags.DEFINE_string("output_dir", None, "Where hypotheses and scores go "
                     "(default: MODEL_DIR/eval).")
 
 FLAGS = flags.FLAGS
+# Translation's and parsing's scores (t2t_repro/evaluation.py).
+_SUMMARY_SCORES = ("sacrebleu", "chrf", "tokenized_bleu", "bracket_f1",
+                   "bracket_precision", "bracket_recall", "exact_match")
 
 
 def write_results(output_dir, name, hypotheses, scores):
@@ -44,9 +47,12 @@ def write_summaries(log_dir, step, scores):
     import tensorflow as tf
 
     with tf.summary.create_file_writer(log_dir).as_default(step=step):
-        for key in ("sacrebleu", "chrf", "tokenized_bleu"):
-            tf.summary.scalar(key, scores[key])
-        tf.summary.text("sacrebleu_signature", scores["sacrebleu_signature"])
+        for key in _SUMMARY_SCORES:
+            if key in scores:
+                tf.summary.scalar(key, scores[key])
+        if "sacrebleu_signature" in scores:
+            tf.summary.text("sacrebleu_signature",
+                            scores["sacrebleu_signature"])
 
 
 def main():
@@ -63,13 +69,13 @@ def main():
         model, make_tokenizer(proto), corpus, decoding_from_flags(),
         progress=True)
     step = checkpoint_step(checkpoint)
-    test_name = os.path.basename(corpus.source_path or corpus.tfds_split)
+    test_name = os.path.basename(corpus.name)
     scores.update(checkpoint=checkpoint, step=step, test=test_name,
                   beam_size=FLAGS.beam_size, alpha=FLAGS.alpha)
+    write_summaries(os.path.join(FLAGS.model_dir, "eval"), step, scores)
     output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, "eval")
     base = write_results(output_dir, f"{test_name}.step{step}", hypotheses,
                          scores)
-    write_summaries(os.path.join(FLAGS.model_dir, "eval"), step, scores)
     print(format_scores(scores))
     print(f"hypotheses and scores: {base}.hyp, {base}.json")
 

@@ -118,16 +118,29 @@ def define_data_flags():
     flags.DEFINE_string("tfds_manual_dir", None,
                         "Directory of manually downloaded TFDS archives.")
     for split in SPLITS:
+        flags.DEFINE_string(f"{split}_trees", None,
+                            f"{split} treebank for the parsing task: one "
+                            "bracketed (Penn Treebank style) tree a line; "
+                            "words in, linearised trees out "
+                            "(t2t_repro/parsing.py).")
+    for split in SPLITS:
         flags.register_multi_flags_validator(
             [f"{split}_src", f"{split}_tgt"],
             lambda values: len({v is None for v in values.values()}) == 1,
             message=f"--{split}_src and --{split}_tgt go together")
+        flags.register_multi_flags_validator(
+            [f"{split}_src", f"{split}_trees"],
+            lambda values: None in values.values(),
+            message=f"--{split}_trees (parsing) or --{split}_src "
+            "(translation), not both")
 
 
 def corpus_from_flags(split):
     """The `Corpus` for "train", "dev" or "test", or None if not given."""
     from t2t_repro.data.sources import Corpus
 
+    if FLAGS[f"{split}_trees"].value:
+        return Corpus(trees_path=FLAGS[f"{split}_trees"].value)
     languages = {"source_lang": FLAGS.source_lang,
                  "target_lang": FLAGS.target_lang}
     if FLAGS[f"{split}_src"].value:
@@ -152,6 +165,7 @@ def define_training_flags():
     define_data_flags()
     define_model_dir()
     define_settings(config_lib.TrainingOptions)
+    define_decoding_flags()  # how the test set is decoded after training
     flags.DEFINE_integer("average_last", 1, "Translate the test set with "
                          "the average of the last N checkpoints (the paper "
                          "averages 5), written to MODEL_DIR/average for "

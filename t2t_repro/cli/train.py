@@ -11,10 +11,11 @@ import sys
 from absl import flags, logging
 
 from t2t_repro.cli import common
-from t2t_repro.cli.flags import (corpus_from_flags, define_training_flags,
+from t2t_repro.cli.flags import (corpus_from_flags, decoding_from_flags,
+                                 define_training_flags,
                                  model_config_from_flags,
                                  settings_from_flags)
-from t2t_repro.config import DecodingOptions, TrainingOptions
+from t2t_repro.config import TrainingOptions
 from t2t_repro.data import DataError
 
 define_training_flags()
@@ -65,12 +66,14 @@ def main():
                                       distribution.is_chief(strategy))
     pipeline.check_a_pair_fits(
         train_pairs, vocabulary.make_tokenizer(proto), FLAGS.max_length,
-        FLAGS.overlong, train_corpus.source_path or FLAGS.tfds_name)
+        FLAGS.overlong, train_corpus.trees_path or train_corpus.source_path or
+        FLAGS.tfds_name)
     model_config = model_config_from_flags(
         vocab_size=vocabulary.vocab_size_of(proto))
     options = settings_from_flags(TrainingOptions)
     evaluator = None if dev_pairs is None else DevEvaluator(
-        dev_pairs, proto, model_config.max_length, options)
+        dev_pairs, proto, model_config.max_length, options,
+        decoding_from_flags())
     trainer = Trainer(model_config, options, strategy, proto, train_pairs,
                       evaluator)
     trainer.train()
@@ -90,10 +93,10 @@ def main():
             model, _, _ = average.load_model()
             steps = ", ".join(str(checkpoint_step(p)) for p in paths)
             described = f"average of steps {steps} in {average.path}"
-        decoding = DecodingOptions()
+        decoding = decoding_from_flags()
         _, _, scores = score_corpus(model, trainer.tokenizer, test_corpus,
                                     decoding, progress=True)
-        print(f"test: {test_corpus.source_path or test_corpus.tfds_split}, "
+        print(f"test: {test_corpus.name}, "
               f"{scores['sentences']} sentences, beam {decoding.beam_size}, "
               f"alpha {decoding.alpha}, {described}")
         print(format_scores(scores))

@@ -1,4 +1,5 @@
-"""One interface over every parallel-corpus source: aligned text or TFDS."""
+"""One interface over every parallel-corpus source: aligned text, TFDS, or
+a treebank (the parsing task)."""
 
 import dataclasses
 import itertools
@@ -12,8 +13,10 @@ class Corpus:
     """Where one split's (source, target) pairs come from.
 
     Either `source_path` and `target_path` (aligned text files, .gz
-    allowed) or `tfds_name` with `tfds_split`. The language codes pick
-    the TFDS direction and the target-side tokenizer of tokenized BLEU.
+    allowed), `tfds_name` with `tfds_split`, or `trees_path` (one bracketed
+    tree per line: words to linearised trees, see t2t_repro/parsing.py).
+    The language codes pick the TFDS direction and the target-side
+    tokenizer of tokenized BLEU.
     """
 
     source_path: str = None
@@ -24,9 +27,32 @@ class Corpus:
     target_lang: str = None
     tfds_data_dir: str = None
     tfds_manual_dir: str = None
+    trees_path: str = None
+
+    @property
+    def name(self):
+        """The file or TFDS split it reads (names output files)."""
+        return self.trees_path or self.source_path or self.tfds_split
+
+    def trees(self):
+        """The treebank's trees (nltk `Tree`s), for a parsing corpus."""
+        from t2t_repro.parsing import read_trees
+
+        return read_trees(self.trees_path)
+
+    def _parsing_pairs(self):
+        from t2t_repro.parsing import parsing_pairs
+
+        return parsing_pairs(self.trees())
 
     def pairs(self):
         """A tf.data.Dataset of (source, target) strings."""
+        if self.trees_path:
+            # A treebank is small (the WSJ's 40k trees): held in memory,
+            # and a tensor-slice iterator checkpoints its position.
+            import tensorflow as tf
+
+            return tf.data.Dataset.from_tensor_slices(self._parsing_pairs())
         if self.source_path:
             check = text_files.check_parallel_files(self.source_path,
                                                     self.target_path)
@@ -39,7 +65,9 @@ class Corpus:
 
     def sentences(self, max_pairs):
         """Up to `max_pairs` pairs' source and target sentences, as str."""
-        if self.source_path:
+        if self.trees_path:
+            pairs = zip(*self._parsing_pairs())
+        elif self.source_path:
             pairs = zip(text_files.read_lines(self.source_path),
                         text_files.read_lines(self.target_path))
         else:

@@ -44,8 +44,9 @@ def _open(path):
     return open(path, "rb")
 
 
-def _decoded_lines(path):
-    """Yields (line number, text without the line break)."""
+def numbered_lines(path):
+    """Yields (line number, text without the line break) of a validated
+    UTF-8 file (gzip or stdin too)."""
     with _open(path) as handle:
         try:
             for number, raw in enumerate(handle, start=1):
@@ -67,8 +68,8 @@ def check_parallel_files(source_path, target_path):
     are errors naming file and line. Pairs with an empty side are counted
     (they are later filtered out) so that no data is lost silently.
     """
-    source_lines = _decoded_lines(source_path)
-    target_lines = _decoded_lines(target_path)
+    source_lines = numbered_lines(source_path)
+    target_lines = numbered_lines(target_path)
     empty_lines, count = [], 0
     while True:
         source = next(source_lines, None)
@@ -117,4 +118,4 @@ def text_file_pairs(source_path, target_path):
 def read_lines(path):
     """All lines of a (possibly gzipped) UTF-8 file, or of stdin for "-",
     validated."""
-    return [text for _, text in _decoded_lines(path)]
+    return [text for _, text in numbered_lines(path)]

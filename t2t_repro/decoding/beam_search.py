@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
-from t2t_repro.decoding.greedy import (EXTRA_DECODE_LENGTH, any_shape_of_rank,
+from t2t_repro.config import BOS_ID, EOS_ID, EXTRA_DECODE_LENGTH, PAD_ID
+from t2t_repro.decoding.greedy import (any_shape_of_rank,
                                        max_decode_length, next_token_log_probs,
                                        output_limits)
 from t2t_repro.layers.masks import NEG_INF

@@ -2,10 +2,8 @@
 
 import tensorflow as tf
 
-from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
+from t2t_repro.config import BOS_ID, EOS_ID, EXTRA_DECODE_LENGTH, PAD_ID
 from t2t_repro.layers.masks import NEG_INF, sequence_lengths
-
-EXTRA_DECODE_LENGTH = 50  # the paper: maximum output length = input + 50
 
 
 def max_decode_length(model, source_ids, extra=EXTRA_DECODE_LENGTH):

@@ -1,6 +1,9 @@
-"""The dev-set evaluation a `Trainer` is handed: label-smoothed loss and
-greedy sacreBLEU, logged to TensorBoard with sample translations and the
+"""The dev-set evaluation a `Trainer` is handed: label-smoothed loss,
+perplexity per subword piece and greedy sacreBLEU, logged to TensorBoard with sample translations and the
 last layers' attention heads."""
+
+import dataclasses
+import math
 
 import sacrebleu
 import tensorflow as tf
@@ -15,9 +18,6 @@ from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
                                      plot_attention, translation_ids)
 
 _SAMPLE_TRANSLATIONS = 5
-# Dev BLEU is for choosing checkpoints, often: greedy is fast and ranks
-# checkpoints like beam search does.
-_DEV_DECODING = DecodingOptions(beam_size=1)
 
 
 class DevEvaluator:
@@ -30,14 +30,20 @@ class DevEvaluator:
         max_length: the model's `max_length`.
         options: the run's `TrainingOptions` (label smoothing, batch size,
             overlong rule, `dev_bleu_sentences`).
+        decoding: `DecodingOptions` whose length limit and batch sizes the
+            dev translations use; always greedy.
     """
 
-    def __init__(self, dev_pairs, vocab_proto, max_length, options):
+    def __init__(self, dev_pairs, vocab_proto, max_length, options,
+                 decoding=DecodingOptions()):
         self.dev_pairs = dev_pairs
         self.vocab_proto = vocab_proto
         self.tokenizer = None
         self.max_length = max_length
         self.options = options
+        # Dev BLEU is for choosing checkpoints, often: greedy is fast and
+        # ranks checkpoints like beam search does.
+        self.decoding = dataclasses.replace(decoding, beam_size=1)
         self._model = self._translator = self._batch_loss = None
 
     def _bind(self, model):
@@ -49,30 +55,33 @@ class DevEvaluator:
         # evaluation ("SentencepieceResource does not exist").
         self.tokenizer = make_tokenizer(self.vocab_proto)
         self._model = model
-        self._translator = Translator(model, self.tokenizer, _DEV_DECODING)
+        self._translator = Translator(model, self.tokenizer, self.decoding)
 
         @tf.function(reduce_retracing=True)
         def batch_loss(batch):
             (source, target_input), target_output = batch
             logits = model((source, target_input), training=False)
-            return smoothed_cross_entropy_stats(
-                target_output, logits, self.options.label_smoothing)[:2]
+            smoothed, count, _ = smoothed_cross_entropy_stats(
+                target_output, logits, self.options.label_smoothing)
+            negative_log_likelihood = smoothed_cross_entropy_stats(
+                target_output, logits, 0.0)[0]
+            return tf.stack([smoothed, negative_log_likelihood, count])
         self._batch_loss = batch_loss
 
     def loss(self, model):
-        """Label-smoothed loss per target token on the dev set."""
+        """(label-smoothed loss, negative log-likelihood) per target token
+        on the dev set."""
         self._bind(model)
         batches = pipeline.batch_by_tokens(
             pipeline.fit_to_max_length(
                 pipeline.tokenize_pairs(self.dev_pairs, self.tokenizer),
                 self.max_length, self.options.overlong),
             self.options.batch_tokens, self.max_length)
-        loss_sum = count = 0.0
-        for batch in batches:
-            batch_sum, batch_count = self._batch_loss(batch)
-            loss_sum += float(batch_sum)
-            count += float(batch_count)
-        return loss_sum / max(count, 1.0)
+        totals = sum(self._batch_loss(batch).numpy().astype(float)
+                     for batch in batches)
+        smoothed, negative_log_likelihood, count = totals
+        return (smoothed / max(count, 1.0),
+                negative_log_likelihood / max(count, 1.0))
 
     def translations(self, model):
         """(sources, references, greedy translations) of the dev set, or
@@ -95,23 +104,32 @@ class DevEvaluator:
         return score, str(metric.get_signature())
 
     def _write_attention_images(self, model, sentence):
+        """The last layer's heads on `sentence` (the first dev sentence,
+        so that images compare across steps): one image per head, large
+        enough to read every piece."""
         ids = translation_ids(self._translator, sentence)
         maps = attention_maps(model, self.tokenizer, sentence, ids)
         for kind in KINDS:
             weights, queries, keys = maps[kind]
-            png = figure_png(plot_attention(
-                weights, queries, keys, [weights.shape[0] - 1],
-                range(weights.shape[1]), f"{kind} attention, last layer"))
-            tf.summary.image(f"attention/{kind}",
-                             tf.image.decode_png(png)[tf.newaxis])
+            last = weights.shape[0] - 1
+            for head in range(weights.shape[1]):
+                png = figure_png(plot_attention(
+                    weights, queries, keys, [last], [head],
+                    f"{kind} attention"))
+                tf.summary.image(f"attention/{kind}/head_{head}",
+                                 tf.image.decode_png(png)[tf.newaxis])
 
     def __call__(self, model, step, writer):
-        """{"loss", "bleu"} of `model`, written to `writer` at `step`."""
+        """{"loss", "perplexity", "bleu"} of `model` (perplexity per
+        subword piece, without label smoothing), written to `writer` at
+        `step`."""
         sources, references, hypotheses = self.translations(model)
         bleu, signature = self.bleu(hypotheses, references)
-        loss = self.loss(model)
+        loss, negative_log_likelihood = self.loss(model)
+        perplexity = math.exp(negative_log_likelihood)
         with writer.as_default(step=step):
             tf.summary.scalar("loss", loss)
+            tf.summary.scalar("perplexity", perplexity)
             tf.summary.scalar("bleu", bleu)
             samples = "\n\n".join(
                 f"**source:** {s}  \n**reference:** {r}  \n**output:** {h}"
@@ -119,6 +137,6 @@ class DevEvaluator:
                     :_SAMPLE_TRANSLATIONS])
             tf.summary.text("translations", samples)
             self._write_attention_images(model, sources[0])
-        logging.info("step %d dev loss %.4f greedy sacreBLEU %.2f (%s)",
-                     step, loss, bleu, signature)
-        return {"loss": loss, "bleu": bleu}
+        logging.info("step %d dev loss %.4f perplexity %.2f greedy sacreBLEU "
+                     "%.2f (%s)", step, loss, perplexity, bleu, signature)
+        return {"loss": loss, "perplexity": perplexity, "bleu": bleu}

@@ -13,7 +13,8 @@ from t2t_repro.checkpoints import RunDir, model_checkpoint
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.evaluation import paper_tokenized, split_compounds
 from t2t_repro.model import Transformer
-from t2t_repro.visualization import attention_maps, plot_attention
+from t2t_repro.visualization import (attention_maps, plot_attention,
+                                     plot_attention_lines)
 from toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
 from vocab_for_tests import tiny_vocab
 
@@ -119,6 +120,18 @@ def test_attention_maps_are_the_models_and_plotted_as_is(toy_run_dir):
                             title="t")
     np.testing.assert_array_equal(figure.axes[1].images[0].get_array(),
                                   cross[0, 1])
+    # Connection plot: a line per (head, query, key), opacity = weight.
+    figure = plot_attention_lines(cross, queries, keys, layer=0, heads=[0, 1],
+                                  queries=[1, 2], title="t")
+    lines = figure.axes[0].lines
+    assert len(lines) == 2 * 2 * len(keys)
+    expected = [cross[0, head, query, key] for head in (0, 1)
+                for query in (1, 2) for key in range(len(keys))]
+    np.testing.assert_allclose([line.get_alpha() for line in lines],
+                               expected, rtol=1e-6)
+    assert [line.get_ydata()[1] for line in lines[:len(keys)]] == list(
+        range(len(keys)))
+    assert len({line.get_color() for line in lines}) == 2
 
 
 def test_attention_cli_writes_pngs(toy_run_dir, tmp_path):
@@ -129,6 +142,13 @@ def test_attention_cli_writes_pngs(toy_run_dir, tmp_path):
     for kind in ("encoder_self", "decoder_self", "encoder_decoder"):
         png = (tmp_path / f"dog_{kind}.png").read_bytes()
         assert png.startswith(b"\x89PNG") and len(png) > 5000
+    result = _cli("attention", f"--model_dir={toy_run_dir}",
+                  "--sentence=ein hund läuft das gras", "--style=lines",
+                  "--layers=0", "--queries=0", f"--output_prefix={tmp_path}/l")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.glob("l_*")) == [
+        f"l_{kind}_layer0.png" for kind in
+        ("decoder_self", "encoder_decoder", "encoder_self")]
     result = _cli("attention", f"--model_dir={toy_run_dir}",
                   "--sentence=x", "--heads=5")
     assert result.returncode != 0

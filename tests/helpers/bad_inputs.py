@@ -34,6 +34,7 @@ def write_files(directory, run_dir):
         "blank.en": b" \n\t\n  \n",
         "empty.en": b"",
         "bad_utf8.en": b"ok\n\xff\xfe bad\nok\n",
+        "bad.trees": b"(S (NP (NN a)) (VP (VB b)))\n(S (NP (NN a)\n",
     }
     for name, data in files.items():
         with open(os.path.join(directory, name), "wb") as handle:
@@ -81,6 +82,14 @@ CASES = [
               "--train_tgt={d}/three.de", "--keep_best=2"),
              "--keep_best and --patience rank checkpoints by dev BLEU: give "
              "--dev_src/--dev_tgt or --tfds_name"),
+    BadInput("train", "ill-formed tree",
+             ("--model_dir={d}/m", "--train_trees={d}/bad.trees"),
+             "{d}/bad.trees:2: not a bracketed tree"),
+    BadInput("train", "treebank and text files",
+             ("--model_dir={d}/m", "--train_trees={d}/bad.trees",
+              "--train_src={d}/three.en", "--train_tgt={d}/three.de"),
+             "--train_trees (parsing) or --train_src (translation), not "
+             "both"),
     BadInput("train", "impossible model",
              ("--model_dir={d}/m", "--train_src={d}/three.en",
               "--train_tgt={d}/three.de", "--d_model=30", "--num_heads=4"),
@@ -153,6 +162,10 @@ CASES = [
     BadInput("attention", "--layers out of range",
              ("--model_dir={run}", "--sentence=a b", "--layers=7"),
              "--layers=7: [7] out of range"),
+    BadInput("attention", "--queries out of range",
+             ("--model_dir={run}", "--sentence=a b", "--style=lines",
+              "--queries=40"),
+             "--queries=40: [40] out of range; its encoder_self attention"),
     BadInput("summary", "impossible model", ("--d_model=30",),
              "d_model=30 is not divisible by num_heads=8"),
 ]

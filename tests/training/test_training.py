@@ -228,13 +228,19 @@ def test_mixed_precision_trains_decodes_and_counts_skipped_steps(
     assert int(resumed.optimizer.iterations.numpy()) == updates
 
 
-def _event_tags(directory):
-    tags = set()
+def _event_values(directory):
+    """{tag: [summary value]} of every event file in `directory`."""
+    values = {}
     for name in os.listdir(directory):
         for event in tf.compat.v1.train.summary_iterator(
                 os.path.join(directory, name)):
-            tags.update(value.tag for value in event.summary.value)
-    return tags
+            for value in event.summary.value:
+                values.setdefault(value.tag, []).append(value)
+    return values
+
+
+def _event_tags(directory):
+    return set(_event_values(directory))
 
 
 def test_tensorboard_curves_and_dev_evaluation(tmp_path):
@@ -244,9 +250,21 @@ def test_tensorboard_curves_and_dev_evaluation(tmp_path):
     assert {"loss", "accuracy", "learning_rate", "grad_norm",
             "tokens_per_second", "padding_efficiency"} <= _event_tags(
                 str(tmp_path / "tb" / "train"))
-    assert {"loss", "bleu", "translations", "attention/encoder_self",
-            "attention/decoder_self", "attention/encoder_decoder"
-            } <= _event_tags(str(tmp_path / "tb" / "dev"))
+    dev = _event_values(str(tmp_path / "tb" / "dev"))
+    assert {"loss", "bleu", "translations"} <= set(dev)
+    # One image per head of the last layer, 30 pixels per subword piece
+    # of the first dev sentence (with EOS).
+    sentence = next(toy_pairs().take(1).as_numpy_iterator())[0]
+    pieces = len(make_tokenizer(tiny_vocab()).tokenize([sentence])[0]) + 1
+    images = {tag for tag in dev if tag.startswith("attention/")}
+    assert images == {f"attention/{kind}/head_{head}" for head in (0, 1)
+                      for kind in ("encoder_self", "decoder_self",
+                                   "encoder_decoder")}
+    for tag in images:
+        # An image summary: width, height, then the PNG.
+        width, height = (int(x) for x in dev[tag][0].tensor.string_val[:2])
+        if "encoder" in tag:
+            assert min(width, height) >= 30 * pieces, tag
     with open(tmp_path / "tb" / "config.json") as handle:
         assert json.load(handle)["d_model"] == 16
     assert tf.train.latest_checkpoint(str(tmp_path / "tb")).endswith("ckpt-10")
