@@ -219,6 +219,14 @@ def score_parses(hypotheses, gold_trees):
             "note": EVALB_NOTE}
 
 
+def tree_of_linearisation(sentence, linearised):
+    """The tree a gold linearisation (POS tags as leaves) describes over
+    the sentence's words: what a dev pair (words, target) holds."""
+    tags = [t for t, shape in zip(linearised.split(), _shape(linearised))
+            if shape == LEAF]
+    return delinearize(linearised, list(zip(sentence.split(), tags)))[0]
+
+
 def format_parse_scores(scores):
     return (f"bracket F1 {scores['bracket_f1']:.2f} (precision "
             f"{scores['bracket_precision']:.2f}, recall "

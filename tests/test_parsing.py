@@ -12,7 +12,7 @@ from nltk import Tree
 from t2t_repro.data import DataError
 from t2t_repro.parsing import (BracketScores, delinearize, labelled_brackets,
                                linearize, read_trees, score_parses,
-                               tagged_words)
+                               tagged_words, tree_of_linearisation)
 from toy_treebank import toy_tree, write_treebank
 from processes import run_python
 
@@ -109,6 +109,11 @@ def test_well_formed_linearisations_round_trip_unrepaired():
         parsed, repaired = delinearize(linearize(tree), tagged_words(tree))
         assert not repaired
         assert labelled_brackets(parsed) == labelled_brackets(tree)
+        # What the dev evaluator rebuilds from a (words, target) pair.
+        sentence = " ".join(w for w, _ in tagged_words(tree))
+        rebuilt = tree_of_linearisation(sentence, linearize(tree))
+        assert rebuilt.pos() == tagged_words(tree)
+        assert labelled_brackets(rebuilt) == labelled_brackets(tree)
     scores = score_parses(hypotheses, gold)
     assert (scores["bracket_f1"], scores["exact_match"],
             scores["repaired_trees"]) == (100.0, 100.0, 0)
@@ -146,6 +151,7 @@ def test_train_and_eval_take_treebanks_and_report_evalb(tmp_path):
     assert re.search(r"^exact match [\d.]+%, \d+ of 20 outputs were "
                      r"ill-formed trees and repaired$", trained.stdout,
                      re.M), trained.stdout
+    assert "dev greedy bracket F1" in trained.stderr
     evaluated = run_python(["-m", "t2t_repro.cli", "eval", *common,
                             f"--output_dir={tmp_path / 'eval'}"])
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]

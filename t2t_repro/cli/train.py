@@ -73,7 +73,7 @@ def main():
     options = settings_from_flags(TrainingOptions)
     evaluator = None if dev_pairs is None else DevEvaluator(
         dev_pairs, proto, model_config.max_length, options,
-        decoding_from_flags())
+        decoding_from_flags(), parsing=bool(dev_corpus.trees_path))
     trainer = Trainer(model_config, options, strategy, proto, train_pairs,
                       evaluator)
     trainer.train()

@@ -13,6 +13,7 @@ from t2t_repro.config import DecodingOptions
 from t2t_repro.data import pipeline
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.inference import Translator
+from t2t_repro.parsing import score_parses, tree_of_linearisation
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
 from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
                                      plot_attention, translation_ids)
@@ -32,10 +33,13 @@ class DevEvaluator:
             overlong rule, `dev_bleu_sentences`).
         decoding: `DecodingOptions` whose length limit and batch sizes the
             dev translations use; always greedy.
+        parsing: the pairs are (words, linearised tree): also log the
+            bracket F1 of the greedy parses (checkpoints are still ranked
+            by BLEU of the linearisations).
     """
 
     def __init__(self, dev_pairs, vocab_proto, max_length, options,
-                 decoding=DecodingOptions()):
+                 decoding=DecodingOptions(), parsing=False):
         self.dev_pairs = dev_pairs
         self.vocab_proto = vocab_proto
         self.tokenizer = None
@@ -44,6 +48,7 @@ class DevEvaluator:
         # Dev BLEU is for choosing checkpoints, often: greedy is fast and
         # ranks checkpoints like beam search does.
         self.decoding = dataclasses.replace(decoding, beam_size=1)
+        self.parsing = parsing
         self._model = self._translator = self._batch_loss = None
 
     def _bind(self, model):
@@ -131,6 +136,12 @@ class DevEvaluator:
             tf.summary.scalar("loss", loss)
             tf.summary.scalar("perplexity", perplexity)
             tf.summary.scalar("bleu", bleu)
+            if self.parsing:
+                f1 = score_parses(hypotheses, [
+                    tree_of_linearisation(s, r)
+                    for s, r in zip(sources, references)])["bracket_f1"]
+                tf.summary.scalar("bracket_f1", f1)
+                logging.info("step %d dev greedy bracket F1 %.2f", step, f1)
             samples = "\n\n".join(
                 f"**source:** {s}  \n**reference:** {r}  \n**output:** {h}"
                 for s, r, h in list(zip(sources, references, hypotheses))[
