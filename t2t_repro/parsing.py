@@ -110,11 +110,12 @@ def delinearize(text, tagged):
     stack = [root]
     used = 0
     for token in text.split():
-        if token.startswith("(") and len(token) > 1:
+        kind = _token_kind(token)
+        if kind == "open":
             node = Tree(token[1:], [])
             stack[-1].append(node)
             stack.append(node)
-        elif token.startswith(")"):
+        elif kind == "close":
             if len(stack) > 1:
                 stack.pop()
         elif used < len(tagged):
@@ -127,9 +128,16 @@ def delinearize(text, tagged):
     return tree, _shape(linearize(tree)) != _shape(text)
 
 
+def _token_kind(token):
+    """"open" ("(NP"), "close" (")NP", or a bare ")") or "leaf" (a tag)."""
+    if token.startswith("(") and len(token) > 1:
+        return "open"
+    return "close" if token.startswith(")") else "leaf"
+
+
 def _shape(linearised):
     """The tokens of a linearisation with every leaf the same."""
-    return [token if token[0] in "()" and len(token) > 1 else LEAF
+    return [LEAF if _token_kind(token) == "leaf" else token
             for token in linearised.split()]
 
 
@@ -222,8 +230,7 @@ def score_parses(hypotheses, gold_trees):
 def tree_of_linearisation(sentence, linearised):
     """The tree a gold linearisation (POS tags as leaves) describes over
     the sentence's words: what a dev pair (words, target) holds."""
-    tags = [t for t, shape in zip(linearised.split(), _shape(linearised))
-            if shape == LEAF]
+    tags = [t for t in linearised.split() if _token_kind(t) == "leaf"]
     return delinearize(linearised, list(zip(sentence.split(), tags)))[0]
 
 
