@@ -7,9 +7,9 @@ labelled:
     (S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))
     ->  (S (NP DT NN )NP (VP VBZ )VP . )S
 
-(Vinyals et al. went on to replace every tag by one placeholder, XX. Our
-models then lost count in runs of identical XX tokens and repeated them
-to the length limit on toy trees; the tags keep each position distinct.)
+(Vinyals et al. went on to replace every tag by one placeholder, XX. On
+a toy treebank that cost our models 18 points of bracket F1, 74.5 vs 92.1
+(README): they lose count in runs of identical XX tokens.)
 
 Predicted linearisations are turned back into trees over the source words
 (ill-formed ones repaired and counted) and scored like EVALB with its
