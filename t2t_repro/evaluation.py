@@ -78,6 +78,6 @@ def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(),
         from t2t_repro.parsing import score_parses
 
         return hypotheses, references, score_parses(hypotheses,
-                                                    corpus.trees())
+                                                    corpus.trees)
     return hypotheses, references, score_translations(
         hypotheses, references, corpus.target_lang)

@@ -2,6 +2,7 @@
 a treebank (the parsing task)."""
 
 import dataclasses
+import functools
 import itertools
 
 from absl import logging
@@ -34,8 +35,10 @@ class Corpus:
         """The file or TFDS split it reads (names output files)."""
         return self.trees_path or self.source_path or self.tfds_split
 
+    @functools.cached_property
     def trees(self):
-        """The treebank's trees (nltk `Tree`s), for a parsing corpus."""
+        """The treebank's trees (nltk `Tree`s), for a parsing corpus: read
+        once, though pairs, sentences and scoring all need them."""
         from t2t_repro.parsing import read_trees
 
         return read_trees(self.trees_path)
@@ -43,7 +46,7 @@ class Corpus:
     def _parsing_pairs(self):
         from t2t_repro.parsing import parsing_pairs
 
-        return parsing_pairs(self.trees())
+        return parsing_pairs(self.trees)
 
     def pairs(self):
         """A tf.data.Dataset of (source, target) strings."""

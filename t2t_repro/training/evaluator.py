@@ -1,6 +1,6 @@
 """The dev-set evaluation a `Trainer` is handed: label-smoothed loss,
-perplexity per subword piece and greedy sacreBLEU, logged to TensorBoard with sample translations and the
-last layers' attention heads."""
+perplexity per subword piece and greedy sacreBLEU, logged to TensorBoard
+with sample translations and the last layer's attention heads."""
 
 import dataclasses
 import math
