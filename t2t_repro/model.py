@@ -150,16 +150,14 @@ class Transformer(keras.Model):
         positions `[rows, heads, length, d_k or d_v]`, empty (they grow by
         one position per step) or, with `buffer_length`, zeros of that
         length (fixed shapes, for XLA); "cross", the projected encoder keys
-        and values `[rows, heads, source_length, d_k or d_v]`; and
-        "source_mask". Separate tensors per layer, so that a step rewrites
-        each cache once and never restacks them.
+        and values, once per sentence (all its beams read them) `[batch,
+        heads, source_length, d_k or d_v]`; and "source_mask". Separate
+        tensors per layer, so that a step rewrites each cache once and
+        never restacks them.
         """
         encoder_output = self.encode(source_ids, training=False)
-        # Encoded and projected once per sentence, then copied per beam.
-        cross = tuple(
-            tuple(tf.repeat(t, beams, axis=0) for t in
-                  layer.cross_attention.compute_cache(encoder_output))
-            for layer in self.decoder_layers)
+        cross = tuple(layer.cross_attention.compute_cache(encoder_output)
+                      for layer in self.decoder_layers)
         rows = tf.shape(source_ids)[0] * beams
         heads = self.config.num_heads
         length = 0 if buffer_length is None else buffer_length
@@ -170,8 +168,7 @@ class Transformer(keras.Model):
                       for depth in self.config.head_dims)
                 for _ in self.decoder_layers),
             "cross": cross,
-            "source_mask": padding_mask(tf.repeat(source_ids, beams,
-                                                  axis=0))}
+            "source_mask": padding_mask(source_ids)}
 
     def decode_step(self, token_ids, index, cache, buffered=False):
         """Decodes position `index` given the token there.
@@ -204,16 +201,18 @@ class Transformer(keras.Model):
         return logits[:, 0], {**cache, "self": tuple(new_self_cache)}
 
     @staticmethod
-    def reorder_decode_cache(cache, rows, same_sentences=True):
-        """The state with row i taken from row `rows[i]`: a beam's parent
-        and, unless `same_sentences` (row i's sentence does not change),
-        from another sentence, as when finished sentences leave the batch.
-        The source side is the same for every beam of a sentence, so only
-        the latter moves it."""
-        if same_sentences:
-            return {**cache, "self": tf.nest.map_structure(
-                lambda t: tf.gather(t, rows), cache["self"])}
-        return tf.nest.map_structure(lambda t: tf.gather(t, rows), cache)
+    def reorder_decode_cache(cache, rows, sentences=None):
+        """The state with row i taken from row `rows[i]` (a beam's parent,
+        or a hypothesis that goes on while others leave the batch); with
+        `sentences`, the state keeps only those sentences (indices, in the
+        order of the rows' sentences), as when finished ones leave."""
+        cache = {**cache, "self": tf.nest.map_structure(
+            lambda t: tf.gather(t, rows), cache["self"])}
+        if sentences is None:
+            return cache
+        return {**cache, **tf.nest.map_structure(
+            lambda t: tf.gather(t, sentences),
+            {"cross": cache["cross"], "source_mask": cache["source_mask"]})}
 
     def get_config(self):
         return {"config": dataclasses.asdict(self.config), **{

@@ -1,5 +1,5 @@
 """Decoding: greedy search and beam search (tensor2tensor's alive and
-finished beams, GNMT length penalty) as one fixed-shape tf.while_loop
-each, XLA-compilable. They see the model only through its decoding
+finished beams, GNMT length penalty), each one tf.while_loop whose batch
+shrinks as sentences finish, or of fixed shapes for XLA. They see the model only through its decoding
 contract (`start_decoding`, `decode_step`, `reorder_decode_cache`);
 `decoders.py` picks between them (beam 1 = greedy)."""

@@ -193,7 +193,7 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
             tf.range(tf.shape(state.alive_seq)[0]) if sentences is None
             else sentences)[:, tf.newaxis]
         return model.reorder_decode_cache(state.cache, tf.reshape(rows, [-1]),
-                                          same_sentences=sentences is None)
+                                          sentences)
 
     empty = tf.fill([batch, beam_size, length], PAD_ID)
     start = BeamState(

@@ -103,7 +103,7 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH,
             chosen, sentences, finished = (
                 tf.gather(t, going_on) for t in (chosen, sentences, finished))
             cache = model.reorder_decode_cache(cache, going_on,
-                                               same_sentences=False)
+                                               sentences=going_on)
         return index + 1, chosen, cache, sentences, finished, output, scores
 
     def not_done(index, token, cache, sentences, finished, output, scores):

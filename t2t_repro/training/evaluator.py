@@ -14,7 +14,7 @@ from t2t_repro.data import pipeline
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.inference import Translator
 from t2t_repro.parsing import score_parses, tree_of_linearisation
-from t2t_repro.training.losses import smoothed_cross_entropy_stats
+from t2t_repro.training.losses import evaluation_stats
 from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
                                      plot_attention, translation_ids)
 
@@ -66,11 +66,8 @@ class DevEvaluator:
         def batch_loss(batch):
             (source, target_input), target_output = batch
             logits = model((source, target_input), training=False)
-            smoothed, count, _ = smoothed_cross_entropy_stats(
-                target_output, logits, self.options.label_smoothing)
-            negative_log_likelihood = smoothed_cross_entropy_stats(
-                target_output, logits, 0.0)[0]
-            return tf.stack([smoothed, negative_log_likelihood, count])
+            return tf.stack(evaluation_stats(
+                target_output, logits, self.options.label_smoothing))
         self._batch_loss = batch_loss
 
     def loss(self, model):

@@ -171,7 +171,7 @@ class _EosFirstModel:
         return tf.tile(logits[tf.newaxis], [tf.shape(token_ids)[0], 1]), cache
 
     @staticmethod
-    def reorder_decode_cache(cache, rows, same_sentences=True):
+    def reorder_decode_cache(cache, rows, sentences=None):
         return {"rows": tf.gather(cache["rows"], rows)}
 
 

@@ -81,6 +81,28 @@ def test_multi_head_attention_matches_reference(key_dim, value_dim):
     assert np.all(weights.numpy()[1, :, :, 5:] == 0.0)
 
 
+def test_beams_read_their_sentences_cross_attention_cache():
+    """Queries of row b * beams + k against a cache of one row per
+    sentence: each beam attends to its own sentence's memory (the NumPy
+    reference with that memory repeated per beam), weights included."""
+    rng = np.random.default_rng(3)
+    mha = layers.MultiHeadAttention(num_heads=4, d_model=16, key_dim=2,
+                                    value_dim=8)
+    beams, x = 3, rng.normal(size=(2 * 3, 1, 16)).astype(np.float32)
+    memory = rng.normal(size=(2, 7, 16)).astype(np.float32)
+    mask = np.ones((2, 1, 1, 7), bool)
+    mask[1, ..., 5:] = False
+    mha.build(x.shape)
+    out, _, weights = mha(x, attention_mask=mask,
+                          cache=mha.compute_cache(memory),
+                          return_attention_scores=True)
+    w = {name: _dense_weights(getattr(mha, f"{name}_dense"))
+         for name in ("query", "key", "value", "output")}
+    ref_out, ref_weights = ref.multi_head_attention(
+        x, np.repeat(memory, beams, 0), w, 4, np.repeat(mask, beams, 0))
+    np.testing.assert_allclose(out, ref_out, atol=1e-5)
+    np.testing.assert_allclose(weights, ref_weights, atol=1e-6)
+
 def test_multi_head_attention_rejects_indivisible_width():
     with pytest.raises(ValueError, match="not divisible"):
         layers.MultiHeadAttention(num_heads=3, d_model=16)

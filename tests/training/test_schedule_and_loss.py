@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 
 import numpy_reference as ref
-from t2t_repro.training.losses import (smoothed_cross_entropy,
-                              smoothed_cross_entropy_stats)
+from t2t_repro.training.losses import (evaluation_stats,
+                                       smoothed_cross_entropy,
+                                       smoothed_cross_entropy_stats)
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 
 
@@ -76,6 +77,14 @@ def test_label_smoothed_loss_matches_reference_and_ignores_padding():
     _, count, _ = smoothed_cross_entropy_stats(tf.constant(labels), logits,
                                                0.1)
     assert float(count) == 8.0
+    # The dev set's unfused one-pass version: both losses, summed.
+    smoothed, negative_log_likelihood, count = evaluation_stats(
+        tf.constant(labels), noisy, 0.1)
+    assert float(count) == 8.0
+    np.testing.assert_allclose(float(smoothed), 8 * expected, rtol=1e-5)
+    np.testing.assert_allclose(
+        float(negative_log_likelihood),
+        8 * ref.smoothed_cross_entropy(labels, logits, 0.0), rtol=1e-5)
 
 
 def test_unsmoothed_loss_is_plain_cross_entropy():
