@@ -139,8 +139,8 @@ class Transformer(keras.Model):
         return None
 
     # The decoders' contract: `start_decoding`, then `decode_step` once per
-    # position; beam search also calls `reorder_decode_cache`. The state is
-    # opaque to them.
+    # position; beam search also calls `reorder_decode_cache`, fixed-shape
+    # decoding `grow_decode_buffers`. The state is opaque to them.
 
     def start_decoding(self, source_ids, buffer_length=None, beams=1):
         """Encodes `source_ids` and returns the state `decode_step` needs,
@@ -199,6 +199,15 @@ class Transformer(keras.Model):
             new_self_cache.append(layer_cache)
         logits = self.embedding.project(self._final_norm("decoder_norm", x))
         return logits[:, 0], {**cache, "self": tuple(new_self_cache)}
+
+    @staticmethod
+    def grow_decode_buffers(cache, buffer_length):
+        """A `start_decoding(..., buffer_length=n)` state with its buffers
+        zero-padded to `buffer_length` >= n positions."""
+        def grow(buffer):
+            missing = buffer_length - tf.shape(buffer)[2]
+            return tf.pad(buffer, [[0, 0], [0, 0], [0, missing], [0, 0]])
+        return {**cache, "self": tf.nest.map_structure(grow, cache["self"])}
 
     @staticmethod
     def reorder_decode_cache(cache, rows, sentences=None):

@@ -9,16 +9,18 @@ the `beam_size` finished slots under the GNMT length penalty.
 Without XLA, a sentence leaves the loop's batch as soon as its result can
 no longer change, and the decoder caches grow with the output, so a step
 costs what the sentences still being searched need. With `fixed_shapes`
-(for XLA) every tensor keeps its shape: all sentences stay until the last
-is done, over caches as long as the longest allowed output.
+(for XLA) every tensor keeps its shape within a loop: all sentences stay
+until the last is done, over cache buffers that double in stages up to
+the longest allowed output (`buffer_stages`).
 """
 
+import functools
 from typing import NamedTuple
 
 import tensorflow as tf
 
 from t2t_repro.config import BOS_ID, EOS_ID, EXTRA_DECODE_LENGTH, PAD_ID
-from t2t_repro.decoding.greedy import (any_shape_of_rank,
+from t2t_repro.decoding.greedy import (any_shape_of_rank, buffer_stages,
                                        max_decode_length, next_token_log_probs,
                                        output_limits)
 from t2t_repro.layers.masks import NEG_INF
@@ -105,6 +107,9 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
     """
     batch = tf.shape(source_ids)[0]
     length = max_decode_length(model, source_ids, extra_length)
+    # Without fixed shapes, one growing cache.
+    stages = (buffer_stages(model, source_ids, length, extra_length)
+              if fixed_shapes else [None])
     limits = output_limits(source_ids, length, extra_length)
     # The penalty is largest at the limit (alpha >= 0).
     limit_penalties = length_penalty(limits, alpha)
@@ -204,23 +209,33 @@ def beam_search(model, source_ids, beam_size=4, alpha=0.6,
             [tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], NEG_INF)],
             axis=1),
         cache=model.start_decoding(
-            source_ids, length if fixed_shapes else None, beams=beam_size),
+            source_ids, stages[0], beams=beam_size),
         finished_seq=empty,
         finished_scores=tf.fill([batch, beam_size], NEG_INF),
         finished_flags=tf.zeros([batch, beam_size], tf.bool),
         sentences=tf.range(batch))
 
     if fixed_shapes:
+        # Every sentence stays, so the loops do not carry `sentences`: XLA
+        # fails to compile a third loop that carries an unchanged constant
+        # (tensorflow/tensorflow#122886).
         def fixed_step(state):
-            state, parents = step(state)
-            return (state._replace(cache=reorder(state, parents)),)
+            state, parents = step(state._replace(sentences=start.sentences))
+            return (state._replace(cache=reorder(state, parents),
+                                   sentences=()),)
 
-        final, = tf.while_loop(
-            lambda state: tf.logical_and(
-                state.index < length,
-                tf.logical_not(tf.reduce_all(done(state)))),
-            fixed_step, [start])
-        results = {name: getattr(final, name) for name in _RESULT_FIELDS}
+        def fixed_cond(state, *, stage):
+            return tf.logical_and(
+                state.index < stage, tf.logical_not(tf.reduce_all(
+                    done(state._replace(sentences=start.sentences)))))
+
+        state = start._replace(sentences=())
+        for stage in stages:
+            state, = tf.while_loop(
+                functools.partial(fixed_cond, stage=stage),
+                fixed_step, [state._replace(cache=model.grow_decode_buffers(
+                    state.cache, stage))])
+        results = {name: getattr(state, name) for name in _RESULT_FIELDS}
     else:
         def compacting_step(state, results):
             state, parents = step(state)

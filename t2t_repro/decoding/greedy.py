@@ -1,5 +1,7 @@
 """Greedy decoding over the key/value cache, one tf.while_loop."""
 
+import functools
+
 import tensorflow as tf
 
 from t2t_repro.config import BOS_ID, EOS_ID, EXTRA_DECODE_LENGTH, PAD_ID
@@ -13,6 +15,32 @@ def max_decode_length(model, source_ids, extra=EXTRA_DECODE_LENGTH):
     if model.max_positions is not None:
         length = tf.minimum(length, model.max_positions)
     return length
+
+
+def buffer_stages(model, source_ids, length, extra=EXTRA_DECODE_LENGTH):
+    """The decoder-cache buffer lengths, in order, of fixed-shape (XLA)
+    decoding: 16, 32, 64... positions (at most `length`), then `length`
+    (`max_decode_length`). Each stage's loop decodes the positions its
+    buffer holds.
+
+    A fixed-shape step attends over, and beam search reorders, its whole
+    buffer, written or not. So the search runs in stages, a loop per
+    buffer length, the cache zero-padded to the next length when positions
+    run out, rather than over the longest allowed output from the first
+    position: most outputs end well before it. Each stage is compiled (XLA
+    compiles more); stages past `length` run no step. Their number is
+    fixed when tracing, from the input's padded length if static, else
+    from the model's max_length (the longest input the tools pass).
+    """
+    bound = source_ids.shape[1]
+    bound = (model.config.max_length if bound is None else bound) + extra
+    if model.max_positions is not None:
+        bound = min(bound, model.max_positions)
+    stages, stage = [], 16
+    while stage < bound:
+        stages.append(tf.minimum(stage, length))
+        stage *= 2
+    return stages + [length]
 
 
 def output_limits(source_ids, buffer_length, extra=EXTRA_DECODE_LENGTH):
@@ -62,8 +90,9 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH,
         source_ids: int32 `[batch, source_length]`, PAD_ID padded.
         extra_length: output may be this much longer than the input.
         fixed_shapes: keep every loop tensor's shape fixed, as XLA needs:
-            every sentence stays in the loop until the last ends, over a
-            decoder cache as long as the longest allowed output. Without
+            every sentence stays in the loop until the last ends, over
+            decoder cache buffers that double in stages up to the longest
+            allowed output (`buffer_stages`). Without
             it, finished sentences leave the batch and the cache grows
             with the output, so a step costs what the unfinished need.
             The results are the same.
@@ -76,8 +105,10 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH,
     batch = tf.shape(source_ids)[0]
     length = max_decode_length(model, source_ids, extra_length)
     limits = output_limits(source_ids, length, extra_length)
-    cache = model.start_decoding(source_ids,
-                                 length if fixed_shapes else None)
+    # Without fixed shapes, one growing cache.
+    stages = (buffer_stages(model, source_ids, length, extra_length)
+              if fixed_shapes else [None])
+    cache = model.start_decoding(source_ids, stages[0])
 
     def step(index, token, cache, sentences, finished, output, scores):
         """One position for the rows of `sentences` (indices into the
@@ -114,10 +145,32 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH,
     state = (tf.constant(0), tf.fill([batch], BOS_ID), cache, tf.range(batch),
              tf.zeros([batch], tf.bool), tf.fill([batch, length], PAD_ID),
              tf.zeros([batch]))
-    shapes = list(tf.nest.map_structure(lambda t: t.shape, state))
-    if not fixed_shapes:
+    if fixed_shapes:
+        # Every sentence stays, so the loops do not carry `sentences` (see
+        # beam_search: XLA fails on a third loop carrying a constant).
+        sentences = state[3]
+
+        def fixed_step(index, token, cache, _, *rest):
+            index, token, cache, _, *rest = step(index, token, cache,
+                                                 sentences, *rest)
+            return (index, token, cache, (), *rest)
+
+        def fixed_not_done(index, token, cache, _, *rest, stage):
+            return tf.logical_and(index < stage, not_done(
+                index, token, cache, sentences, *rest))
+
+        state = (*state[:3], (), *state[4:])
+        for stage in stages:
+            state = tf.while_loop(
+                functools.partial(fixed_not_done, stage=stage),
+                fixed_step, (*state[:2], model.grow_decode_buffers(
+                    state[2], stage), *state[3:]))
+    else:
+        shapes = list(tf.nest.map_structure(lambda t: t.shape, state))
         shapes[1:5] = (tf.TensorShape([None]), any_shape_of_rank(cache),
                        tf.TensorShape([None]), tf.TensorShape([None]))
-    *_, output, scores = tf.while_loop(not_done, step, state,
-                                       shape_invariants=tuple(shapes))
+        state = tf.while_loop(not_done, step, state,
+                              shape_invariants=tuple(shapes))
+    *_, output, scores = state
     return output, scores
+

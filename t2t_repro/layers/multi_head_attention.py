@@ -184,8 +184,11 @@ class MultiHeadAttention(keras.layers.Layer):
         shape = tf.shape(attended)
         if query.shape[1] != 1:  # see _split_heads
             attended = tf.transpose(attended, [0, 2, 1, 3])
-        attended = tf.reshape(attended, [shape[0], shape[2],
-                                         self.num_heads * self.value_dim])
+        # A static query length stays static: the next layer's
+        # _split_heads needs it to know a step from a sequence.
+        attended = tf.reshape(attended, [
+            shape[0], query.shape[1] or shape[2],
+            self.num_heads * self.value_dim])
         output = dense_2d(self.output_dense, attended)
         results = (output,)
         if cache is not None:

@@ -9,7 +9,8 @@ import tensorflow as tf
 from margins import teacher_forced_margins
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, TransformerConfig
 from t2t_repro.decoding.beam_search import beam_search, length_penalty
-from t2t_repro.decoding.greedy import greedy_decode, next_token_log_probs
+from t2t_repro.decoding.greedy import (buffer_stages, greedy_decode,
+                                       max_decode_length, next_token_log_probs)
 from t2t_repro.training.losses import smoothed_cross_entropy
 from t2t_repro.model import Transformer
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
@@ -70,19 +71,39 @@ def test_cached_decoding_equals_teacher_forcing(random_model, head_dims):
         [np.full([3, 1], BOS_ID), rng.integers(4, 40, [3, 7])], 1)
     target_in = target_in.astype(np.int32)
     expected = random_model((source, target_in), training=False).numpy()
-    # Rows b * beams + k all follow sentence b; a growing cache and a
-    # preallocated (XLA) buffer.
-    for beams, buffer_length in itertools.product((1, 2), (None, 12)):
+    # Rows b * beams + k all follow sentence b; a growing cache, a
+    # preallocated (XLA) buffer, and one grown from 4 to 12 positions when
+    # it is full (a stage of fixed-shape decoding).
+    for beams, buffer_length in itertools.product((1, 2), (None, 12, 4)):
         cache = random_model.start_decoding(source, buffer_length,
                                             beams=beams)
         rows = np.repeat(target_in, beams, axis=0)
         for index in range(target_in.shape[1]):
+            if index == buffer_length:
+                cache = random_model.grow_decode_buffers(cache, 12)
             logits, cache = random_model.decode_step(
                 rows[:, index:index + 1], index, cache,
                 buffered=buffer_length is not None)
             np.testing.assert_allclose(
                 logits.numpy(), np.repeat(expected[:, index], beams, axis=0),
                 atol=1e-5)
+
+
+def test_fixed_shape_buffers_double_in_stages_up_to_the_output_limit(
+        random_model):
+    def stages(source_ids, extra=50):
+        length = max_decode_length(random_model, source_ids, extra)
+        return [int(stage) for stage in buffer_stages(
+            random_model, source_ids, length, extra)]
+
+    assert stages(tf.zeros([2, 10], tf.int32)) == [16, 32, 60]
+    assert stages(tf.zeros([2, 10], tf.int32), extra=6) == [16]
+    # Traced without a static length: stages up to max_length (32) + 50,
+    # those past this input's limit (5 + 50) cut to it.
+    traced = tf.function(stages, input_signature=[
+        tf.TensorSpec([None, None], tf.int32)]).get_concrete_function()
+    assert [int(t) for t in traced(tf.zeros([1, 5], tf.int32))] == [
+        16, 32, 55, 55]
 
 
 def test_beam_of_one_without_length_penalty_is_greedy(random_model):
