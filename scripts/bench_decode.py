@@ -6,7 +6,7 @@ CTranslate2 (float32 and int8).
     python scripts/bench_decode.py --model_dir=runs/multi30k \
         [--input=../shared/data/multi30k/test_2016_flickr.en.gz] \
         [--engines=...] [--beams=1,4] [--batches=32] [--orders=sorted] \
-        [--json=OUT]
+        [--parallel_searches=N] [--json=OUT]
 
 Each engine translates the same --sentences input lines in batches of
 --batches sentences, in length-sorted order (as t2t-translate/t2t-eval
@@ -48,6 +48,8 @@ flags.DEFINE_list("orders", ["sorted"], "sorted (by length) and/or unsorted.")
 flags.DEFINE_integer("passes", 3, "Passes over the input per engine "
                      "(at least 2).")
 flags.DEFINE_integer("ct2_threads", 2, "CTranslate2's CPU threads.")
+flags.DEFINE_integer("parallel_searches", None, "Our engines' "
+                     "--decode_parallel_searches (default: its default).")
 flags.DEFINE_string("json", None, "Also write the results here.")
 flags.DEFINE_string("one_engine", None, "Internal: measure only this "
                     "engine (and the first of --beams) and write its rows "
@@ -78,6 +80,9 @@ def _engine(name, beam, workdir):
 
     decoding = DecodingOptions(beam_size=beam, jit_compile=name.endswith(
         "xla"), max_batch_sentences=max(int(b) for b in FLAGS.batches))
+    if FLAGS.parallel_searches:
+        decoding = dataclasses.replace(
+            decoding, parallel_searches=FLAGS.parallel_searches)
     if name.startswith("graph"):
         model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
         graph = TranslationGraph(model, make_tokenizer(proto), decoding)
@@ -127,8 +132,9 @@ def _measure_in_new_process(name, beam, workdir):
     passed = [f"--{flag}={FLAGS[flag].serialize().split('=', 1)[1]}"
               for flag in ("model_dir", "input", "sentences", "batches",
                            "orders", "passes", "ct2_threads")]
-    if FLAGS.checkpoint:
-        passed.append(f"--checkpoint={FLAGS.checkpoint}")
+    for flag in ("checkpoint", "parallel_searches"):
+        if FLAGS[flag].value:
+            passed.append(f"--{flag}={FLAGS[flag].value}")
     subprocess.run([sys.executable, os.path.abspath(__file__), *passed,
                     f"--one_engine={name}", f"--beams={beam}",
                     f"--rows_json={rows_json}"], check=True)
@@ -155,7 +161,8 @@ def main(argv):
             json.dump(rows, handle)
         return
     ceiling = matmul_ceiling(sizes=(2048,))
-    print(f"{FLAGS.model_dir}: {FLAGS.sentences} sentences at most; matmul "
+    print(f"{FLAGS.model_dir}: {FLAGS.sentences} sentences at most; "
+          f"parallel searches {FLAGS.parallel_searches or 'default'}; matmul "
           f"2048^3 fp32 {ceiling['float32'][2048]} GFLOP/s")
     rows = []
     with tempfile.TemporaryDirectory() as workdir:

@@ -211,11 +211,18 @@ class DecodingOptions:
                                 flag="decode_batch_tokens")
     jit_compile: bool = setting(
         False, "XLA-compile the decoder (once per batch shape). XLA needs "
-        "fixed shapes, so its loop keeps every sentence and a cache as long "
-        "as the longest allowed output until the last sentence ends; "
-        "without it both shrink, which was faster here for beam search and "
-        "for greedy at the tools' batch sizes (README, Speed).",
+        "fixed shapes, so its loops keep every sentence until the last "
+        "ends, over cache buffers that double in stages; without it, "
+        "finished sentences leave and the caches grow with the output, "
+        "which was faster here for beam search and for greedy at the "
+        "tools' batch sizes (README, Speed).",
         flag="decode_jit_compile")
+    parallel_searches: int = setting(
+        2, "Beam search splits each batch into this many searches that run "
+        "side by side: oneDNN runs each of a step's small matmuls on one "
+        "core, so one search leaves the others idle (README, Speed). "
+        "Greedy search runs as one.", lower_bound=1,
+        flag="decode_parallel_searches")
     max_batch_sentences: int = setting(
         256, "Most sentences per decoding batch; an exported SavedModel "
         "refuses larger requests (InvalidArgument: clients split them).",

@@ -61,13 +61,11 @@ class TranslationGraph(tf.Module):
         self.max_batch_sentences = tf.Variable(
             decoding.max_batch_sentences, trainable=False,
             name="max_batch_sentences")
-        best = best_translation_fn(decoding, fixed_shapes=decoding.jit_compile)
         # `(ids [batch, length], scores [batch])` of bucket-padded ids.
-        self.decode_ids = tf.function(lambda ids: best(model, ids),
-                                      jit_compile=decoding.jit_compile)
+        self.decode_ids = tf.function(best_translation_fn(model, decoding))
         self._n_best = tf.function(
             lambda ids, k, a: n_best_translations(model, ids, k, a,
-                                                  decoding.extra_length))
+                                                  decoding))
 
     def source_ids(self, inputs):
         """(ids, truncated) of a request: tokenized and padded to a training

@@ -16,33 +16,69 @@ def _greedy_with_scores(model, source_ids, alpha, extra_length,
     return ids, log_probs / length_penalty(sequence_lengths(ids), alpha)
 
 
-def best_translation_fn(decoding, fixed_shapes=False):
-    """`fn(model, source_ids) -> (ids [batch, length], scores [batch])`
-    for `DecodingOptions`; `fixed_shapes` for XLA (see `greedy_decode`)."""
+def side_by_side(search, source_ids, searches):
+    """`search(source_ids)`, a tuple of `[batch, ...]` tensors, computed as
+    `searches` independent searches over consecutive slices of the batch
+    (some empty if it has fewer sentences), joined in order.
+
+    No search depends on another, so the graph executor runs them on
+    different cores at once. That pays because oneDNN runs a matmul that
+    fits in L2 (every matmul of a decoding step but the vocabulary
+    projection, at the tools' batch sizes) on one thread. A sentence's
+    result does not depend on the others in its batch (the slices keep the
+    batch's padded width, which sets the output length), so the results
+    are those of one search.
+    """
+    if searches == 1:
+        return search(source_ids)
+    batch = tf.shape(source_ids)[0]
+    bounds = [batch * part // searches for part in range(searches + 1)]
+    parts = [search(source_ids[start:end])
+             for start, end in zip(bounds, bounds[1:])]
+    return tuple(tf.concat(results, 0) for results in zip(*parts))
+
+
+def best_translation_fn(model, decoding):
+    """`fn(source_ids) -> (ids [batch, length], scores [batch])` of `model`
+    for `DecodingOptions`, to be called in a `tf.function`.
+
+    With `decoding.jit_compile`, each of the `parallel_searches` is an XLA
+    computation of its own (fixed shapes, see `greedy_decode`), called from
+    the graph, whose executor runs them side by side.
+    """
     beam_size, alpha = decoding.beam_size, decoding.alpha
-    extra_length = decoding.extra_length
+    extra_length, fixed = decoding.extra_length, decoding.jit_compile
     if beam_size == 1:
-        return lambda model, source_ids: _greedy_with_scores(
-            model, source_ids, alpha, extra_length, fixed_shapes)
+        def search(source_ids):
+            return _greedy_with_scores(model, source_ids, alpha,
+                                       extra_length, fixed)
+        # Measured: no faster in parallel (README, Speed).
+        searches = 1
+    else:
+        def search(source_ids):
+            # Stops when the best cannot change (the others may not be the
+            # true runners-up), sooner than an exact n-best search.
+            ids, scores = beam_search(model, source_ids, beam_size, alpha,
+                                      extra_length, exact_n_best=False,
+                                      fixed_shapes=fixed)
+            return ids[:, 0], scores[:, 0]
+        searches = decoding.parallel_searches
+    if fixed:
+        search = tf.function(search, jit_compile=True)
+    return lambda source_ids: side_by_side(search, source_ids, searches)
 
-    def best_of_beam(model, source_ids):
-        # Stops when the best cannot change (the others may not be the
-        # true runners-up), sooner than an exact n-best search.
-        ids, scores = beam_search(model, source_ids, beam_size, alpha,
-                                  extra_length, exact_n_best=False,
-                                  fixed_shapes=fixed_shapes)
-        return ids[:, 0], scores[:, 0]
-    return best_of_beam
 
-
-def n_best_translations(model, source_ids, beam_size, alpha, extra_length):
+def n_best_translations(model, source_ids, beam_size, alpha, decoding):
     """(ids `[batch, beam_size, length]`, scores `[batch, beam_size]`),
-    best first, for a `beam_size` tensor (a serving request's)."""
+    best first, for `beam_size` and `alpha` tensors (a serving request's)
+    and the rest of `DecodingOptions`."""
+    extra_length = decoding.extra_length
+
     def greedy():
         ids, scores = _greedy_with_scores(model, source_ids, alpha,
                                           extra_length)
         return ids[:, tf.newaxis], scores[:, tf.newaxis]
 
-    return tf.cond(tf.equal(beam_size, 1), greedy,
-                   lambda: beam_search(model, source_ids, beam_size, alpha,
-                                       extra_length))
+    return tf.cond(tf.equal(beam_size, 1), greedy, lambda: side_by_side(
+        lambda ids: beam_search(model, ids, beam_size, alpha, extra_length),
+        source_ids, decoding.parallel_searches))

@@ -7,8 +7,11 @@ import pytest
 import tensorflow as tf
 
 from margins import teacher_forced_margins
-from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, TransformerConfig
+from t2t_repro.config import (BOS_ID, EOS_ID, PAD_ID, DecodingOptions,
+                              TransformerConfig)
 from t2t_repro.decoding.beam_search import beam_search, length_penalty
+from t2t_repro.decoding.decoders import (best_translation_fn,
+                                         n_best_translations)
 from t2t_repro.decoding.greedy import (buffer_stages, greedy_decode,
                                        max_decode_length, next_token_log_probs)
 from t2t_repro.training.losses import smoothed_cross_entropy
@@ -176,6 +179,34 @@ def test_xla_and_graph_decoders_give_the_same_tokens(random_model):
                           jit_compile=True)(source)
         np.testing.assert_array_equal(xla[0], graph[0])
         np.testing.assert_allclose(xla[1], graph[1], atol=1e-4)
+
+
+def test_parallel_searches_give_the_results_of_one(random_model):
+    # Outputs of the untrained model run to the limit: a short one.
+    options = DecodingOptions(extra_length=6)
+    sources = _sources(np.random.default_rng(8), 5, RANDOM.vocab_size)
+    any_batch = [tf.TensorSpec([None, None], tf.int32)]
+
+    def decoder(searches, **changes):
+        return tf.function(best_translation_fn(random_model, dataclasses.replace(
+            options, parallel_searches=searches, **changes)), any_batch)
+
+    one, two = decoder(1), decoder(2)
+    # 5 sentences split 2 + 3; 1 and 0 leave a search empty.
+    for source in (sources, sources[:1], sources[:0]):
+        for split, joined in zip(two(source), one(source)):
+            np.testing.assert_allclose(split, joined, atol=1e-5)
+    for split, joined in zip(decoder(2, jit_compile=True)(sources),
+                             one(sources)):
+        np.testing.assert_allclose(split, joined, atol=1e-4)
+    # The serving signature's n-best: every beam, in the same order.
+    n_best = [tf.function(lambda ids, n=n: n_best_translations(
+        random_model, ids, tf.constant(3), tf.constant(0.6),
+        dataclasses.replace(options, parallel_searches=n)))(sources)
+        for n in (1, 2)]
+    np.testing.assert_array_equal(n_best[1][0], n_best[0][0])
+    np.testing.assert_allclose(n_best[1][1], n_best[0][1], atol=1e-5)
+    assert n_best[0][0].shape[:2] == (5, 3)
 
 
 class _EosFirstModel:

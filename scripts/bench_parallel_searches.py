@@ -1,0 +1,68 @@
+"""Beam search in 1 and in N searches side by side, in one process.
+
+    python scripts/bench_parallel_searches.py --model_dir=runs/multi30k \
+        [--searches=2] [--xla] [--beam_size=4] [--rounds=4]
+
+Exports the run's checkpoint twice, with --decode_parallel_searches 1
+and --searches (and --export_jit_compile with --xla), loads both
+SavedModels in this process and translates the whole --input with each
+in turns, --rounds times (the first round pays for tracing and XLA
+compilation), in length-sorted batches of 32 as bench_decode.py does.
+Running the two in turns in one process cancels most of the drift that
+separate runs of bench_decode.py see on these machines. Prints
+sentences/s per round and whether the translations are identical.
+"""
+
+import os
+import tempfile
+import time
+
+from absl import app, flags
+
+flags.DEFINE_string("model_dir", None, "A t2t-train run.")
+flags.DEFINE_string("input", "../shared/data/multi30k/test_2016_flickr.en.gz",
+                    "Source sentences, one per line (.gz too).")
+flags.DEFINE_integer("searches", 2, "Searches of the B side.")
+flags.DEFINE_bool("xla", False, "Export both with XLA.")
+flags.DEFINE_integer("beam_size", 4, "Beam size.")
+flags.DEFINE_integer("rounds", 4, "Passes of each side, in turns.")
+flags.mark_flags_as_required(["model_dir"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    del argv
+    import tensorflow as tf
+
+    from t2t_repro.config import DecodingOptions
+    from t2t_repro.data.text_files import read_lines
+    from t2t_repro.serving import export_saved_model
+
+    sentences = sorted(read_lines(FLAGS.input), key=lambda line:
+                       -len(line.split()))
+    batches = [sentences[start:start + 32]
+               for start in range(0, len(sentences), 32)]
+    serve, outputs = {}, {}
+    with tempfile.TemporaryDirectory() as workdir:
+        for searches in (1, FLAGS.searches):
+            path = export_saved_model(
+                FLAGS.model_dir, os.path.join(workdir, str(searches)),
+                version=1, warmup_requests=0, decoding=DecodingOptions(
+                    beam_size=FLAGS.beam_size, jit_compile=FLAGS.xla,
+                    parallel_searches=searches))
+            serve[searches] = tf.saved_model.load(path).signatures[
+                "serving_default"]
+        for round_ in range(FLAGS.rounds):
+            for searches, signature in serve.items():
+                start = time.perf_counter()
+                outputs[searches] = [
+                    signature(inputs=tf.constant(batch))["translations"]
+                    .numpy().tolist() for batch in batches]
+                rate = len(sentences) / (time.perf_counter() - start)
+                print(f"round {round_} searches {searches}: {rate:.1f} "
+                      "sentences/s", flush=True)
+    print("identical translations:", outputs[1] == outputs[FLAGS.searches])
+
+
+if __name__ == "__main__":
+    app.run(main)
