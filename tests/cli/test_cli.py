@@ -73,13 +73,17 @@ def test_tensorflow_start_up_lines_are_hidden_unless_asked_for():
     quiet = _python(_SUMMARY, "--flagfile=flags/tiny.cfg")
     assert quiet.returncode == 0, quiet.stderr[-2000:]
     assert "total_params:" in quiet.stdout
-    for noise in ("absl::InitializeLog", "oneDNN", "cpu_feature_guard",
-                  "cudart_stub"):
+    noises = ("absl::InitializeLog", "oneDNN", "cpu_feature_guard",
+              "cudart_stub")
+    for noise in noises:
         assert noise not in quiet.stderr
     asked = _python(_SUMMARY, "--flagfile=flags/tiny.cfg",
                     TF_CPP_MIN_LOG_LEVEL="0")
     assert asked.returncode == 0, asked.stderr[-2000:]
-    assert "oneDNN" in asked.stderr  # what the filter removed
+    # What the filter removed. Which lines TensorFlow writes depends on the
+    # CPU: its oneDNN line only where oneDNN is on by default (AVX-512
+    # VNNI/BF16 or AMX CPUs), not on an AVX2 one.
+    assert any(noise in asked.stderr for noise in noises), asked.stderr
 
 
 def test_a_bad_setting_is_one_line_naming_it():
