@@ -96,6 +96,7 @@ def test_invalid_config_names_the_problem():
         TransformerConfig(vocab_size=100, dropout=1.5)
 
 
+@pytest.mark.slow  # builds every shipped model, big included: 38 s
 def test_every_shipped_flagfile_builds_the_model_the_readme_states():
     result = run_python([os.path.join(HELPERS, "flagfile_models.py")])
     assert result.returncode == 0, result.stderr[-3000:]

@@ -135,7 +135,7 @@ def test_bad_treebank_lines_are_named(tmp_path, text, message):
 
 def test_train_and_eval_take_treebanks_and_report_evalb(tmp_path):
     paths = write_treebank(str(tmp_path / "treebank"),
-                           (("train", 200), ("dev", 10), ("test", 20)))
+                           (("train", 200), ("dev", 4), ("test", 8)))
     common = [f"--model_dir={tmp_path / 'run'}",
               f"--test_trees={paths['test']}", "--beam_size=1"]
     trained = run_python([
@@ -144,11 +144,11 @@ def test_train_and_eval_take_treebanks_and_report_evalb(tmp_path):
         "--checkpoint_every=10",
         f"--train_trees={paths['train']}", f"--dev_trees={paths['dev']}"])
     assert trained.returncode == 0, trained.stderr[-3000:]
-    assert re.search(r"^test: .*test.trees, 20 sentences, beam 1",
+    assert re.search(r"^test: .*test.trees, 8 sentences, beam 1",
                      trained.stdout, re.M), trained.stdout
     assert re.search(r"^bracket F1 [\d.]+ \(precision", trained.stdout,
                      re.M), trained.stdout
-    assert re.search(r"^exact match [\d.]+%, \d+ of 20 outputs were "
+    assert re.search(r"^exact match [\d.]+%, \d+ of 8 outputs were "
                      r"ill-formed trees and repaired$", trained.stdout,
                      re.M), trained.stdout
     assert "dev greedy bracket F1" in trained.stderr
@@ -157,9 +157,9 @@ def test_train_and_eval_take_treebanks_and_report_evalb(tmp_path):
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     scores = json.loads((tmp_path / "eval" / "test.trees.step10.json")
                         .read_text())
-    assert scores["sentences"] == 20 and "bracket_f1" in scores
+    assert scores["sentences"] == 8 and "bracket_f1" in scores
     hypotheses = (tmp_path / "eval" / "test.trees.step10.hyp").read_text()
-    assert len(hypotheses.splitlines()) == 20
+    assert len(hypotheses.splitlines()) == 8
 
 
 # A small pre-norm model learns the toy grammar fastest (post-norm with

@@ -39,6 +39,7 @@ def table3_flagfiles():
         result.stdout.strip().splitlines()[-1]).items()}
 
 
+@pytest.mark.slow  # builds every row's model: 48 s
 def test_each_row_changes_only_what_the_papers_row_changes(table3_flagfiles):
     base = table3_flagfiles.pop("base")
     assert (base["config"]["d_model"], base["config"]["num_heads"],

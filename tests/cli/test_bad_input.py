@@ -1,6 +1,9 @@
 """Every tool answers bad input with one line, exit status 2, and no
 traceback (the matrix is tests/helpers/bad_inputs.py; the README's
-"Reliability" table is printed from it)."""
+"Reliability" table is printed from it).
+
+The default suite runs one case per kind of check and tool (a process each,
+most of it TensorFlow's import); `-m slow` runs the whole matrix."""
 
 import concurrent.futures
 
@@ -8,22 +11,38 @@ import pytest
 
 from bad_inputs import CASES, fill, run_case, write_files
 
+DEFAULT_SUITE = {
+    ("train", "mismatched lines"), ("train", "invalid UTF-8"),
+    ("train", "contradictory flags"),
+    ("eval", "checkpoint does not fit config.json"),
+    ("translate", "missing --checkpoint"),
+    ("export", "unwritable --export_dir"),
+    ("average", "fewer checkpoints than asked"),
+    ("attention", "--layers out of range"),
+    ("summary", "impossible model")}
+assert DEFAULT_SUITE <= {(c.tool, c.problem) for c in CASES}
+
 
 @pytest.fixture(scope="module")
-def outcomes(toy_run_dir, tmp_path_factory):
-    """Each case's (exit status, stderr, directory), run a few at a time:
-    most of a case's time is TensorFlow's import."""
+def outcomes(request, toy_run_dir, tmp_path_factory):
+    """Each selected case's (exit status, stderr, directory), run a few at
+    a time."""
+    selected = [item.callspec.params["case"]
+                for item in request.session.items
+                if item.module is request.module]
     directory = str(tmp_path_factory.mktemp("bad_inputs"))
     write_files(directory, toy_run_dir)
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         results = pool.map(lambda case: run_case(case, directory,
-                                                 toy_run_dir), CASES)
+                                                 toy_run_dir), selected)
         return {case: (*result, directory)
-                for case, result in zip(CASES, results)}
+                for case, result in zip(selected, results)}
 
 
-@pytest.mark.parametrize("case", CASES,
-                         ids=[f"{c.tool}-{c.problem}" for c in CASES])
+@pytest.mark.parametrize("case", [
+    pytest.param(case, id=f"{case.tool}-{case.problem}", marks=() if (
+        case.tool, case.problem) in DEFAULT_SUITE else pytest.mark.slow)
+    for case in CASES])
 def test_bad_input_is_one_line_naming_the_problem(case, outcomes,
                                                   toy_run_dir):
     status, stderr, directory = outcomes[case]

@@ -134,6 +134,7 @@ def test_attention_maps_are_the_models_and_plotted_as_is(toy_run_dir):
     assert len({line.get_color() for line in lines}) == 2
 
 
+@pytest.mark.slow  # 29 s
 def test_attention_cli_writes_pngs(toy_run_dir, tmp_path):
     result = _cli("attention", f"--model_dir={toy_run_dir}",
                   "--sentence=ein hund läuft das gras", "--heads=0,1",

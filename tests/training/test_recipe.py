@@ -92,6 +92,7 @@ def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
         RunDir(run).average(str(tmp_path / "avg3"), 3, "best")
 
 
+@pytest.mark.slow  # 41 s
 def test_early_stopping_after_patience_and_it_stays_stopped(tmp_path):
     run = str(tmp_path / "run")
     # Best at the 2nd evaluation; 3 evaluations without a gain stop it.

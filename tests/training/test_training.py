@@ -138,6 +138,7 @@ def _mirrored_training(model_dir, steps, out):
     return dict(np.load(out))
 
 
+@pytest.mark.slow  # 76 s; a single device's resume is in the default suite
 def test_two_replicas_resume_from_the_saved_input_state(tmp_path):
     straight = _mirrored_training(tmp_path / "straight", 6,
                                   tmp_path / "straight.npz")
