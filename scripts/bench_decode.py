@@ -6,7 +6,7 @@ CTranslate2 (float32 and int8).
     python scripts/bench_decode.py --model_dir=runs/multi30k \
         [--input=../shared/data/multi30k/test_2016_flickr.en.gz] \
         [--engines=...] [--beams=1,4] [--batches=32] [--orders=sorted] \
-        [--parallel_searches=N] [--json=OUT]
+        [--parallel_searches=N] [--rounds=N] [--json=OUT]
 
 Each engine translates the same --sentences input lines in batches of
 --batches sentences, in length-sorted order (as t2t-translate/t2t-eval
@@ -21,12 +21,18 @@ run, since machines differ. Each engine runs in a process of its own, as a
 server would: after an XLA engine had compiled in the same process, the
 non-XLA SavedModel that followed ran at 58 sentences/s where a fresh
 process gave 80.
+With --rounds=N the whole list of engines runs N times, one engine after
+the other, and each figure is the median over rounds; the ratio to
+CTranslate2 is the median of each round's ratio, so that both sides of
+it were measured minutes apart (CTranslate2 itself moved between 87 and
+167 sentences/s from one run to the next here).
 First-request and single-sentence latency of a SavedModel:
 scripts/bench_serving.py.
 """
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,6 +56,8 @@ flags.DEFINE_integer("passes", 3, "Passes over the input per engine "
 flags.DEFINE_integer("ct2_threads", 2, "CTranslate2's CPU threads.")
 flags.DEFINE_integer("parallel_searches", None, "Our engines' "
                      "--decode_parallel_searches (default: its default).")
+flags.DEFINE_integer("rounds", 1, "Runs of the whole engine list; the "
+                     "table gives medians over them.")
 flags.DEFINE_string("json", None, "Also write the results here.")
 flags.DEFINE_string("one_engine", None, "Internal: measure only this "
                     "engine (and the first of --beams) and write its rows "
@@ -142,6 +150,29 @@ def _measure_in_new_process(name, beam, workdir):
         return json.load(handle)
 
 
+def _summary(rows):
+    """One row per beam, engine, batch and order: medians over rounds, and
+    the median of each round's steady ratio to CTranslate2 float32."""
+    def key(row):
+        return tuple(row[k] for k in ("beam", "engine", "batch", "order"))
+
+    summary = []
+    for group in dict.fromkeys(map(key, rows)):
+        mine = [r for r in rows if key(r) == group]
+        reference = {r["round"]: r["steady"] for r in rows
+                     if key(r) == (group[0], "ct2") + group[2:]}
+        ratios = [round(r["steady"] / reference[r["round"]], 2)
+                  for r in mine if r["round"] in reference]
+        summary.append({
+            **dict(zip(("beam", "engine", "batch", "order"), group)),
+            **{field: statistics.median(r[field] for r in mine)
+               for field in ("first_pass", "second_pass", "steady")},
+            "steady_rounds": [r["steady"] for r in mine],
+            "vs_ct2": statistics.median(ratios) if ratios else None,
+            "vs_ct2_rounds": ratios})
+    return summary
+
+
 def main(argv):
     del argv
     from bench_matmul import matmul_ceiling
@@ -166,26 +197,30 @@ def main(argv):
           f"2048^3 fp32 {ceiling['float32'][2048]} GFLOP/s")
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
-        for beam in map(int, FLAGS.beams):
-            for name in FLAGS.engines:
-                rows += _measure_in_new_process(name, beam, workdir)
-                for row in rows[-len(FLAGS.batches) * len(FLAGS.orders):]:
-                    print(row, flush=True)
+        for number in range(FLAGS.rounds):
+            for beam in map(int, FLAGS.beams):
+                for name in FLAGS.engines:
+                    measured = _measure_in_new_process(name, beam, workdir)
+                    for row in measured:
+                        row["round"] = number
+                        print(row, flush=True)
+                    rows += measured
     print("\nbeam  engine           batch  order     first pass  second "
           "pass  steady  (sentences/s)  steady vs ct2")
-    for row in rows:
-        reference = [r["steady"] for r in rows if r["engine"] == "ct2"
-                     and all(r[k] == row[k] for k in ("beam", "batch",
-                                                      "order"))]
-        ratio = (f"{row['steady'] / reference[0]:6.2f}" if reference
+    for row in _summary(rows):
+        ratio = (f"{row['vs_ct2']:6.2f}" if row["vs_ct2"] is not None
                  else "     -")
         print(f"{row['beam']:<5} {row['engine']:16} {row['batch']:<6} "
               f"{row['order']:9} {row['first_pass']:10.1f}  "
               f"{row['second_pass']:11.1f}  {row['steady']:6.1f}  {'':13}  "
               f"{ratio}")
+        if FLAGS.rounds > 1 and row["vs_ct2_rounds"]:
+            print(f"{'':5} rounds: steady {row['steady_rounds']}, vs ct2 "
+                  f"{row['vs_ct2_rounds']}")
     if FLAGS.json:
         with open(FLAGS.json, "w", encoding="utf-8") as handle:
-            json.dump({"rows": rows, "matmul_gflops": ceiling}, handle,
+            json.dump({"rows": rows, "summary": _summary(rows),
+                       "matmul_gflops": ceiling}, handle,
                       indent=1)
 
 

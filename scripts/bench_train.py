@@ -1,14 +1,26 @@
 """Training throughput on real Multi30k batches, against the matmul ceiling.
 
     python scripts/bench_train.py --flagfile=flags/multi30k.cfg \
-        --precisions=none,bf16 [--bench_steps=30] [--json=OUT]
+        --precisions=none,bf16 [--bench_steps=20] [--bench_rounds=3] \
+        [--json=OUT]
 
-For each precision: builds the Trainer on Multi30k en-de (the flagfile's
-model and batch size), runs `--bench_warmup` steps (tracing), then times
-`--bench_steps` steps of the real input pipeline. Prints ms/step, real
-tokens/s, and model FLOP utilisation (MFU) against this machine's matmul
-rate in that precision, measured in the same process (machines differ up
-to 2x between sessions, so only ratios within one run compare).
+The precisions take turns, `--bench_rounds` times: each turn builds a
+Trainer on Multi30k en-de (the flagfile's model and batch size) in that
+precision, runs `--bench_warmup` steps (tracing) and times `--bench_steps`
+steps of the real input pipeline; a precision's figure is its median
+turn. One untimed turn of the first precision comes first. Prints
+ms/step, real tokens/s, and model FLOP utilisation (MFU) against this
+machine's matmul rate in that precision, measured in the same process
+(machines differ up to 2x between sessions, so only ratios within one
+run compare).
+
+Why so: the first steps timed in a process ran ~1.5x slower than the
+same steps timed later, whatever the precision (quickstart model, bf16
+first: 466 ms/step, then fp32 450, bf16 305, fp32 473), so timing each
+precision once, one after the other, flattered whichever came second.
+A turn builds its own Trainer because one whose pipeline ran after
+another Trainer's lost its tokenizer resource ("Resource
+..._SentencepieceOp does not exist"; seen with TF 2.21, tf-text 2.21).
 
 FLOPs of a step are counted on the padded batch, forward x 3 (backward is
 twice the forward), for S source and T target positions per sentence:
@@ -36,8 +48,9 @@ from t2t_repro.config import TrainingOptions
 
 define_training_flags()
 flags.DEFINE_list("precisions", ["none", "bf16"], "Precisions to compare.")
-flags.DEFINE_integer("bench_warmup", 5, "Untimed steps first.")
-flags.DEFINE_integer("bench_steps", 30, "Timed steps.")
+flags.DEFINE_integer("bench_warmup", 5, "Untimed steps of each turn.")
+flags.DEFINE_integer("bench_steps", 20, "Timed steps of each turn.")
+flags.DEFINE_integer("bench_rounds", 3, "Turns of each precision.")
 flags.DEFINE_string("json", None, "Also write the results here.")
 FLAGS = flags.FLAGS
 
@@ -58,15 +71,15 @@ def step_flops(config, batch, source_length, target_length):
     return 3 * batch * (encoder + decoder + projection)
 
 
-def bench(precision, proto, pairs, model_dir):
-    from t2t_repro.training import distribution
+def turn(precision, proto, pairs, model_dir, strategy):
+    """(seconds, matmul FLOPs, real tokens) of `--bench_steps` steps in
+    `precision` after `--bench_warmup` untimed ones, on a new Trainer."""
     from t2t_repro.data import vocabulary
     from t2t_repro.training.trainer import Trainer
 
     options = settings_from_flags(TrainingOptions, model_dir=model_dir,
                                   mixed_precision=precision)
     config = model_config_from_flags(vocabulary.vocab_size_of(proto))
-    strategy = distribution.make_strategy(1)
     trainer = Trainer(config, options, strategy, proto, pairs)
     iterator = trainer.input_iterator
     train_step = trainer._compile_step(iterator.element_spec)
@@ -85,11 +98,32 @@ def bench(precision, proto, pairs, model_dir):
         return time.perf_counter() - start, flops, real
 
     run(FLAGS.bench_warmup)
-    seconds, flops, real = run(FLAGS.bench_steps)
-    return {"precision": precision, "ms_per_step":
-            round(1000 * seconds / FLAGS.bench_steps, 1),
+    return run(FLAGS.bench_steps)
+
+
+def bench(proto, pairs, directory):
+    """A row per precision, of its median turn (see the docstring)."""
+    from t2t_repro.training import distribution
+
+    strategy = distribution.make_strategy(1)
+    turns = {precision: [] for precision in FLAGS.precisions}
+    for number in range(1 + FLAGS.bench_rounds * len(turns)):
+        precision = FLAGS.precisions[max(0, number - 1) % len(turns)]
+        result = turn(precision, proto, pairs,
+                      os.path.join(directory, str(number)), strategy)
+        if number:  # the first turn warms the process up
+            turns[precision].append(result)
+    rows = []
+    for precision, results in turns.items():
+        seconds, flops, real = sorted(results)[len(results) // 2]
+        rows.append({
+            "precision": precision,
+            "ms_per_step": round(1000 * seconds / FLAGS.bench_steps, 1),
+            "turns_ms_per_step": [round(1000 * r[0] / FLAGS.bench_steps, 1)
+                                  for r in results],
             "real_tokens_per_second": round(real / seconds),
-            "model_gflops_per_second": round(flops / seconds / 1e9, 1)}
+            "model_gflops_per_second": round(flops / seconds / 1e9, 1)})
+    return rows
 
 
 def main(argv):
@@ -108,15 +142,12 @@ def main(argv):
             text_files.read_lines(corpus.target_path), FLAGS.vocab_size,
             path)
         proto = vocabulary.load_sentencepiece(path)
-        rows = []
-        for precision in FLAGS.precisions:
-            row = bench(precision, proto, corpus.pairs(),
-                        os.path.join(directory, precision))
-            dtype = "bfloat16" if precision == "bf16" else "float32"
-            ceiling = matmul_gflops(2048, dtype)
-            row["matmul_ceiling_gflops"] = round(ceiling, 1)
-            row["mfu"] = round(row["model_gflops_per_second"] / ceiling, 3)
-            rows.append(row)
+        rows = bench(proto, corpus.pairs(), directory)
+    for row in rows:
+        dtype = "bfloat16" if row["precision"] == "bf16" else "float32"
+        ceiling = matmul_gflops(2048, dtype)
+        row["matmul_ceiling_gflops"] = round(ceiling, 1)
+        row["mfu"] = round(row["model_gflops_per_second"] / ceiling, 3)
     base = rows[0]["real_tokens_per_second"]
     print(f"{'precision':<10} {'ms/step':>8} {'tokens/s':>9} {'x first':>8} "
           f"{'GFLOP/s':>8} {'ceiling':>8} {'MFU':>6}")
@@ -125,7 +156,8 @@ def main(argv):
               f"{row['real_tokens_per_second']:>9d} "
               f"{row['real_tokens_per_second'] / base:>8.2f} "
               f"{row['model_gflops_per_second']:>8.1f} "
-              f"{row['matmul_ceiling_gflops']:>8.1f} {row['mfu']:>6.3f}")
+              f"{row['matmul_ceiling_gflops']:>8.1f} {row['mfu']:>6.3f}  "
+              f"turns {row['turns_ms_per_step']}")
     if FLAGS.json:
         with open(FLAGS.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
