@@ -20,7 +20,10 @@ from processes import run_python
 class BadInput:
     tool: str
     problem: str
-    flags: tuple  # {d}: the files' directory, {run}: a trained run
+    # {d}: the files' directory, {run}: a trained run, {m}: a new directory
+    # of the case's own (cases run at once, and t2t-train locks its
+    # model_dir: two trainers on one would fail with the lock's message).
+    flags: tuple
     expected: str  # in the error line, after the same substitutions
 
 
@@ -50,48 +53,48 @@ def write_files(directory, run_dir):
 
 CASES = [
     BadInput("train", "missing file",
-             ("--model_dir={d}/m", "--train_src={d}/missing.en",
+             ("--model_dir={m}", "--train_src={d}/missing.en",
               "--train_tgt={d}/three.de"),
              "{d}/missing.en: no such file"),
     BadInput("train", "mismatched lines",
-             ("--model_dir={d}/m", "--train_src={d}/three.en",
+             ("--model_dir={m}", "--train_src={d}/three.en",
               "--train_tgt={d}/two.de"),
              "{d}/two.de has 2 lines but {d}/three.en has 3: parallel files "
              "must be line-aligned (first unmatched line: {d}/three.en:3)"),
     BadInput("train", "empty file",
-             ("--model_dir={d}/m", "--train_src={d}/empty.en",
+             ("--model_dir={m}", "--train_src={d}/empty.en",
               "--train_tgt={d}/empty.en"),
              "{d}/empty.en: empty file"),
     BadInput("train", "whitespace-only lines",
-             ("--model_dir={d}/m", "--train_src={d}/blank.en",
+             ("--model_dir={m}", "--train_src={d}/blank.en",
               "--train_tgt={d}/three.de"),
              "every one of the 3 lines has an empty (or whitespace-only) "
              "side"),
     BadInput("train", "invalid UTF-8",
-             ("--model_dir={d}/m", "--train_src={d}/bad_utf8.en",
+             ("--model_dir={m}", "--train_src={d}/bad_utf8.en",
               "--train_tgt={d}/three.de"),
              "{d}/bad_utf8.en:2: not valid UTF-8"),
     BadInput("train", "no pair fits --max_length",
-             ("--model_dir={d}/m", "--train_src={d}/three.en",
+             ("--model_dir={m}", "--train_src={d}/three.en",
               "--train_tgt={d}/three.de", "--max_length=1"),
              "{d}/three.en: no pair fits --max_length=1"),
-    BadInput("train", "unknown flag", ("--model_dir={d}/m", "--no_such=1"),
+    BadInput("train", "unknown flag", ("--model_dir={m}", "--no_such=1"),
              "Unknown command line flag 'no_such'"),
     BadInput("train", "contradictory flags",
-             ("--model_dir={d}/m", "--train_src={d}/three.en",
+             ("--model_dir={m}", "--train_src={d}/three.en",
               "--train_tgt={d}/three.de", "--keep_best=2"),
              "--keep_best and --patience rank checkpoints by dev BLEU: give "
              "--dev_src/--dev_tgt or --tfds_name"),
     BadInput("train", "ill-formed tree",
-             ("--model_dir={d}/m", "--train_trees={d}/bad.trees"),
+             ("--model_dir={m}", "--train_trees={d}/bad.trees"),
              "{d}/bad.trees:2: not a bracketed tree"),
     BadInput("train", "treebank and text files",
-             ("--model_dir={d}/m", "--train_trees={d}/bad.trees",
+             ("--model_dir={m}", "--train_trees={d}/bad.trees",
               "--train_src={d}/three.en", "--train_tgt={d}/three.de"),
              "--train_trees (parsing) or --train_src (translation), not "
              "both"),
     BadInput("train", "impossible model",
-             ("--model_dir={d}/m", "--train_src={d}/three.en",
+             ("--model_dir={m}", "--train_src={d}/three.en",
               "--train_tgt={d}/three.de", "--d_model=30", "--num_heads=4"),
              "d_model=30 is not divisible by num_heads=4"),
     BadInput("train", "unwritable model_dir",
@@ -177,8 +180,10 @@ def fill(text, directory, run_dir):
 
 def run_case(case, directory, run_dir):
     """(exit status, stderr) of the tool given the case's flags."""
+    own = tempfile.mkdtemp(dir=directory)
     result = run_python(["-m", "t2t_repro.cli", case.tool,
-                         *(fill(f, directory, run_dir) for f in case.flags)],
+                         *(fill(f, directory, run_dir).replace("{m}", own)
+                           for f in case.flags)],
                         timeout=300)
     return result.returncode, result.stderr
 
