@@ -18,7 +18,6 @@ and the output tokens (equal for variants that give the same
 translations).
 """
 
-import gzip
 import statistics
 import time
 
@@ -44,6 +43,7 @@ def main(_):
     import t2t_repro.layers.multi_head_attention as attention
     from t2t_repro.checkpoints import RunDir
     from t2t_repro.config import DecodingOptions
+    from t2t_repro.data.text_files import read_lines
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.beam_search import beam_search
     from t2t_repro.inference import TranslationGraph
@@ -62,9 +62,7 @@ def main(_):
 
     model, proto, _ = RunDir(FLAGS.model_dir).load_model()
     graph = TranslationGraph(model, make_tokenizer(proto), DecodingOptions())
-    with gzip.open(FLAGS.input, "rt", encoding="utf-8") as handle:
-        lines = [line.strip() for _, line in zip(range(FLAGS.sentences),
-                                                 handle)]
+    lines = read_lines(FLAGS.input)[:FLAGS.sentences]
     lines.sort(key=lambda line: -len(line.split()))
     batches = [graph.source_ids(tf.constant(lines[i:i + FLAGS.batch]))[0]
                for i in range(0, len(lines), FLAGS.batch)]

@@ -207,7 +207,8 @@ def main(argv):
                     rows += measured
     print("\nbeam  engine           batch  order     first pass  second "
           "pass  steady  (sentences/s)  steady vs ct2")
-    for row in _summary(rows):
+    summary = _summary(rows)
+    for row in summary:
         ratio = (f"{row['vs_ct2']:6.2f}" if row["vs_ct2"] is not None
                  else "     -")
         print(f"{row['beam']:<5} {row['engine']:16} {row['batch']:<6} "
@@ -219,7 +220,7 @@ def main(argv):
                   f"{row['vs_ct2_rounds']}")
     if FLAGS.json:
         with open(FLAGS.json, "w", encoding="utf-8") as handle:
-            json.dump({"rows": rows, "summary": _summary(rows),
+            json.dump({"rows": rows, "summary": summary,
                        "matmul_gflops": ceiling}, handle,
                       indent=1)
 
