@@ -71,9 +71,10 @@ def step_flops(config, batch, source_length, target_length):
     return 3 * batch * (encoder + decoder + projection)
 
 
-def turn(precision, proto, pairs, model_dir, strategy):
-    """(seconds, matmul FLOPs, real tokens) of `--bench_steps` steps in
-    `precision` after `--bench_warmup` untimed ones, on a new Trainer."""
+def compiled_step(precision, proto, pairs, model_dir, strategy):
+    """(config, options, input iterator, compiled training step) of a new
+    Trainer on `pairs` in `precision`, with the flagfile's model and batch
+    size."""
     from t2t_repro.data import vocabulary
     from t2t_repro.training.trainer import Trainer
 
@@ -82,23 +83,46 @@ def turn(precision, proto, pairs, model_dir, strategy):
     config = model_config_from_flags(vocabulary.vocab_size_of(proto))
     trainer = Trainer(config, options, strategy, proto, pairs)
     iterator = trainer.input_iterator
-    train_step = trainer._compile_step(iterator.element_spec)
+    return (config, options, iterator,
+            trainer._compile_step(iterator.element_spec))
 
-    def run(steps):
-        flops = 0
-        outputs = []
-        start = time.perf_counter()
-        for _ in range(steps):
-            micro = tuple(next(iterator) for _ in range(options.accum_steps))
-            for (source, target_input), _ in micro:
-                batch, s = source.shape
-                flops += step_flops(config, batch, s, target_input.shape[1])
-            outputs.append(train_step(micro))
-        real = sum(float(o["real_tokens"]) for o in outputs)  # syncs
-        return time.perf_counter() - start, flops, real
 
-    run(FLAGS.bench_warmup)
-    return run(FLAGS.bench_steps)
+def run_steps(steps, config, options, iterator, train_step):
+    """(seconds, matmul FLOPs, real tokens) of `steps` training steps."""
+    flops = 0
+    outputs = []
+    start = time.perf_counter()
+    for _ in range(steps):
+        micro = tuple(next(iterator) for _ in range(options.accum_steps))
+        for (source, target_input), _ in micro:
+            batch, s = source.shape
+            flops += step_flops(config, batch, s, target_input.shape[1])
+        outputs.append(train_step(micro))
+    real = sum(float(o["real_tokens"]) for o in outputs)  # syncs
+    return time.perf_counter() - start, flops, real
+
+
+def turn(precision, proto, pairs, model_dir, strategy):
+    """(seconds, matmul FLOPs, real tokens) of `--bench_steps` steps in
+    `precision` after `--bench_warmup` untimed ones, on a new Trainer."""
+    step = compiled_step(precision, proto, pairs, model_dir, strategy)
+    run_steps(FLAGS.bench_warmup, *step)
+    return run_steps(FLAGS.bench_steps, *step)
+
+
+def multi30k_vocabulary_and_pairs(directory):
+    """(SentencePiece proto of `--vocab_size` pieces trained into
+    `directory`, training pairs) of Multi30k en-de."""
+    from t2t_repro.data import text_files, vocabulary
+    from t2t_repro.data.sources import Corpus
+
+    corpus = Corpus(source_path=os.path.join(_DATA, "train.en.gz"),
+                    target_path=os.path.join(_DATA, "train.de.gz"))
+    path = os.path.join(directory, "spm.model")
+    vocabulary.train_sentencepiece(
+        text_files.read_lines(corpus.source_path) +
+        text_files.read_lines(corpus.target_path), FLAGS.vocab_size, path)
+    return vocabulary.load_sentencepiece(path), corpus.pairs()
 
 
 def bench(proto, pairs, directory):
@@ -130,19 +154,9 @@ def main(argv):
     del argv
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_matmul import matmul_gflops
-    from t2t_repro.data import text_files, vocabulary
-    from t2t_repro.data.sources import Corpus
 
-    corpus = Corpus(source_path=os.path.join(_DATA, "train.en.gz"),
-                    target_path=os.path.join(_DATA, "train.de.gz"))
     with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "spm.model")
-        vocabulary.train_sentencepiece(
-            text_files.read_lines(corpus.source_path) +
-            text_files.read_lines(corpus.target_path), FLAGS.vocab_size,
-            path)
-        proto = vocabulary.load_sentencepiece(path)
-        rows = bench(proto, corpus.pairs(), directory)
+        rows = bench(*multi30k_vocabulary_and_pairs(directory), directory)
     for row in rows:
         dtype = "bfloat16" if row["precision"] == "bf16" else "float32"
         ceiling = matmul_gflops(2048, dtype)

@@ -284,12 +284,17 @@ class Trainer:
             totals["real_tokens"] += real
             totals["padded_tokens"] += padded
         global_tokens = context.all_reduce(_SUM, totals["target_tokens"])
-        gradients = context.all_reduce(
-            _SUM, [g / tf.maximum(global_tokens, 1.0) for g in gradients])
         replicas = tf.cast(context.num_replicas_in_sync, tf.float32)
+        # The optimizer sums gradients over replicas again, and these are
+        # summed already (so that the norm below is the global one), hence
+        # the division by the replica count too, in the same pass (exactly
+        # as dividing twice when the count is a power of two).
+        gradients = context.all_reduce(
+            _SUM, [g / (tf.maximum(global_tokens, 1.0) * replicas)
+                   for g in gradients])
         # Before the update, which may change the fp16 loss scale.
-        totals["grad_norm"] = tf.linalg.global_norm(gradients) / (
-            replicas * self.optimizer.scale_loss(1.0))
+        totals["grad_norm"] = (tf.linalg.global_norm(gradients) /
+                               self.optimizer.scale_loss(1.0))
         # All-reduced values, so every replica takes the same decision.
         finite = tf.math.is_finite(
             context.all_reduce(_SUM, totals["loss_sum"]))
@@ -297,9 +302,7 @@ class Trainer:
             # (fp16's LossScaleOptimizer skips overflowing gradients and
             # lowers its scale by itself.)
             finite &= tf.math.is_finite(totals["grad_norm"])
-        # The optimizer sums gradients over replicas again; they are already
-        # summed (so that the norm above is the global one), hence / replicas.
-        self._apply_if(finite, [g / replicas for g in gradients])
+        self._apply_if(finite, gradients)
         # Summed over replicas by the step: 1 per skipped step.
         totals["nonfinite"] = (1.0 - tf.cast(finite, tf.float32)) / replicas
         return totals

@@ -61,6 +61,19 @@ def transformer_lr(step, d_model, warmup):
     return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 
+def adam(weights, gradients, learning_rates, beta_1, beta_2, epsilon):
+    """`weights` after one Adam update (Kingma & Ba, algorithm 1, with the
+    bias corrections folded into the step size) per gradient, in float64."""
+    w = np.array(weights, np.float64)
+    m, v = np.zeros_like(w), np.zeros_like(w)
+    for t, (g, lr) in enumerate(zip(gradients, learning_rates), start=1):
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g * g
+        w -= lr * np.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t) * m / (
+            np.sqrt(v) + epsilon)
+    return w
+
+
 def smoothed_cross_entropy(labels, logits, epsilon, pad_id=0):
     """Mean over non-pad tokens of -sum_k q_k log p_k with a smoothed q."""
     vocab = logits.shape[-1]
