@@ -8,11 +8,11 @@ The precisions take turns, `--bench_rounds` times: each turn builds a
 Trainer on Multi30k en-de (the flagfile's model and batch size) in that
 precision, runs `--bench_warmup` steps (tracing) and times `--bench_steps`
 steps of the real input pipeline; a precision's figure is its median
-turn. One untimed turn of the first precision comes first. Prints
-ms/step, real tokens/s, and model FLOP utilisation (MFU) against this
-machine's matmul rate in that precision, measured in the same process
-(machines differ up to 2x between sessions, so only ratios within one
-run compare).
+turn (of an even number, the faster middle one). One untimed turn of
+the first precision comes first. Prints ms/step, real tokens/s, and
+model FLOP utilisation (MFU) against this machine's matmul rate in that
+precision, measured in the same process (machines differ up to 2x
+between sessions, so only ratios within one run compare).
 
 Why so: the first steps timed in a process ran ~1.5x slower than the
 same steps timed later, whatever the precision (quickstart model, bf16
@@ -139,7 +139,8 @@ def bench(proto, pairs, directory):
             turns[precision].append(result)
     rows = []
     for precision, results in turns.items():
-        seconds, flops, real = sorted(results)[len(results) // 2]
+        # The lower median: noise only slows a turn down.
+        seconds, flops, real = sorted(results)[(len(results) - 1) // 2]
         rows.append({
             "precision": precision,
             "ms_per_step": round(1000 * seconds / FLAGS.bench_steps, 1),
