@@ -18,7 +18,11 @@ Why so: the first steps timed in a process ran ~1.5x slower than the
 same steps timed later, whatever the precision (quickstart model, bf16
 first: 466 ms/step, then fp32 450, bf16 305, fp32 473), so timing each
 precision once, one after the other, flattered whichever came second.
-A turn builds its own Trainer because one whose pipeline ran after
+The cause (scripts/profile_train.py): the loss is XLA-compiled once per
+batch shape, for both precisions alike, so the first turn in a process
+also compiles (base model, fp32: 4,104 ms/step in the first turn, 3,646
+in the next). Every turn meets the same batches, so after the untimed
+turn none compiles. A turn builds its own Trainer because one whose pipeline ran after
 another Trainer's lost its tokenizer resource ("Resource
 ..._SentencepieceOp does not exist"; seen with TF 2.21, tf-text 2.21).
 
