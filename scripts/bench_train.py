@@ -22,9 +22,10 @@ The cause (scripts/profile_train.py): the loss is XLA-compiled once per
 batch shape, for both precisions alike, so the first turn in a process
 also compiles (base model, fp32: 4,104 ms/step in the first turn, 3,646
 in the next). Every turn meets the same batches, so after the untimed
-turn none compiles. A turn builds its own Trainer because one whose pipeline ran after
-another Trainer's lost its tokenizer resource ("Resource
-..._SentencepieceOp does not exist"; seen with TF 2.21, tf-text 2.21).
+turn none compiles. A turn builds its own Trainer because one whose
+pipeline ran after another Trainer's lost its tokenizer resource
+("Resource ..._SentencepieceOp does not exist"; seen with TF 2.21,
+tf-text 2.21).
 
 FLOPs of a step are counted on the padded batch, forward x 3 (backward is
 twice the forward), for S source and T target positions per sentence:

@@ -89,7 +89,8 @@ class FusedAdam(keras.optimizers.Adam):
             v=_handle(self._velocities[index]),
             beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step),
             beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
-            lr=tf.cast(learning_rate, dtype), beta1=tf.cast(self.beta_1, dtype),
+            lr=tf.cast(learning_rate, dtype),
+            beta1=tf.cast(self.beta_1, dtype),
             beta2=tf.cast(self.beta_2, dtype),
             epsilon=tf.cast(self.epsilon, dtype),
             grad=tf.cast(gradient, dtype))
