@@ -84,14 +84,13 @@ class FusedAdam(keras.optimizers.Adam):
         dtype = variable.dtype
         index = self._get_variable_index(variable)
         step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2,
+                                                                dtype)
         tf.raw_ops.ResourceApplyAdam(
             var=_handle(variable), m=_handle(self._momentums[index]),
             v=_handle(self._velocities[index]),
-            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step),
-            beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
-            lr=tf.cast(learning_rate, dtype),
-            beta1=tf.cast(self.beta_1, dtype),
-            beta2=tf.cast(self.beta_2, dtype),
+            beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
+            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
             epsilon=tf.cast(self.epsilon, dtype),
             grad=tf.cast(gradient, dtype))
 
