@@ -5,11 +5,59 @@ import os
 
 import tensorflow as tf
 
+from t2t_repro.config import ConfigError
 
-def cluster_workers():
-    """The worker addresses TF_CONFIG names (empty without TF_CONFIG)."""
-    tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    return tf_config.get("cluster", {}).get("worker", [])
+
+# The task types that hold replicas under MultiWorkerMirroredStrategy; a
+# chief is a worker that also writes checkpoints and summaries.
+REPLICA_TASK_TYPES = ("chief", "worker")
+
+
+def training_tasks(tf_config_text=None):
+    """The number of processes that train together under TF_CONFIG (1
+    without it), after checking TF_CONFIG names this process's task.
+
+    Both layouts count: workers only, and a chief plus workers (Kubernetes
+    TFJob, Vertex AI). ConfigError names what is wrong with TF_CONFIG.
+    """
+    if tf_config_text is None:
+        tf_config_text = os.environ.get("TF_CONFIG", "")
+    if not tf_config_text.strip():
+        return 1
+    try:
+        tf_config = json.loads(tf_config_text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"TF_CONFIG is not JSON: {error}") from None
+    if not isinstance(tf_config, dict):
+        raise ConfigError("TF_CONFIG must be a JSON object with \"cluster\" "
+                          "and \"task\"")
+    cluster = tf_config.get("cluster") or {}
+    if not isinstance(cluster, dict) or not all(
+            isinstance(tasks, list) for tasks in cluster.values()):
+        raise ConfigError("TF_CONFIG: \"cluster\" must map task types to "
+                          "lists of host:port addresses")
+    unsupported = sorted(set(cluster) - set(REPLICA_TASK_TYPES))
+    if unsupported:
+        raise ConfigError(f"TF_CONFIG: task type(s) {', '.join(unsupported)} "
+                          "not supported (MultiWorkerMirroredStrategy takes "
+                          "a chief and workers)")
+    if len(cluster.get("chief", [])) > 1:
+        raise ConfigError("TF_CONFIG: at most one chief, got "
+                          f"{len(cluster['chief'])}")
+    tasks = sum(len(cluster.get(kind, [])) for kind in REPLICA_TASK_TYPES)
+    task = tf_config.get("task")
+    if not isinstance(task, dict) or "type" not in task:
+        raise ConfigError("TF_CONFIG: no \"task\" (give this process's "
+                          "{\"type\": \"worker\", \"index\": N})")
+    kind, index = task["type"], task.get("index", 0)
+    if kind not in cluster:
+        raise ConfigError(f"TF_CONFIG: task type {kind!r} is not in the "
+                          f"cluster ({', '.join(sorted(cluster)) or 'empty'})")
+    if not isinstance(index, int) or not 0 <= index < len(cluster[kind]):
+        raise ConfigError(f"TF_CONFIG: task index {index!r} out of range: "
+                          f"the cluster has {len(cluster[kind])} {kind} "
+                          "task(s)")
+    return tasks
 
 
 def split_cpu(num_devices):
@@ -23,7 +71,7 @@ def split_cpu(num_devices):
 
 
 def make_strategy(cpu_devices=1):
-    """MultiWorkerMirrored if TF_CONFIG names several workers, else Mirrored.
+    """MultiWorkerMirrored if TF_CONFIG names several tasks, else Mirrored.
 
     MirroredStrategy uses every local GPU, or the CPU when there is none;
     `cpu_devices` > 1 splits the CPU into logical devices and mirrors over
@@ -32,7 +80,7 @@ def make_strategy(cpu_devices=1):
     """
     if cpu_devices > 1:
         split_cpu(cpu_devices)
-    if len(cluster_workers()) > 1:
+    if training_tasks() > 1:
         return tf.distribute.MultiWorkerMirroredStrategy()
     if cpu_devices > 1:
         return tf.distribute.MirroredStrategy(

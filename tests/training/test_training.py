@@ -66,15 +66,23 @@ def _free_port():
         return sock.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_two_worker_processes_match_one_device(tmp_path):
+@pytest.mark.parametrize("layout", [
+    # The Kubernetes TFJob / Vertex AI layout; it once trained as two
+    # unsynchronised one-process runs.
+    ("chief", "worker"),
+    pytest.param(("worker", "worker"), marks=pytest.mark.slow)])
+def test_two_worker_processes_match_one_device(tmp_path, layout):
     single = _one_step(tmp_path, "single", 1)
-    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    addresses = [f"127.0.0.1:{_free_port()}" for _ in layout]
+    cluster = {}
+    tasks = []
+    for kind, address in zip(layout, addresses):
+        tasks.append({"type": kind, "index": len(cluster.get(kind, []))})
+        cluster.setdefault(kind, []).append(address)
     processes = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": {"worker": workers},
-                                "task": {"type": "worker", "index": index}})
-        out = str(tmp_path / f"worker{index}.npz")
+    for index, task in enumerate(tasks):
+        tf_config = json.dumps({"cluster": cluster, "task": task})
+        out = str(tmp_path / f"task{index}.npz")
         processes.append((out, subprocess.Popen(
             [sys.executable, os.path.join(HELPERS, "one_training_step.py"),
              out, "1", str(tmp_path / "multiworker")],
