@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """What the XLA beam search's cache handling costs: variants of it compiled
 in one process, then timed in turns over the same batches (machines drift
 within minutes here, so separate runs do not compare).
@@ -24,7 +25,7 @@ import time
 from absl import app, flags
 
 flags.DEFINE_string("model_dir", None, "A t2t-train run.")
-flags.DEFINE_string("input", "../shared/data/multi30k/test_2016_flickr.en.gz",
+flags.DEFINE_string("input", "data/multi30k/test_2016_flickr.en.gz",
                     "Source sentences, one per line (.gz too).")
 flags.DEFINE_integer("sentences", 1000, "How many input lines to translate.")
 flags.DEFINE_integer("batch", 16, "Sentences per search.")

@@ -1,10 +1,11 @@
+#!/usr/bin/env python3
 """Translation throughput of one run's checkpoint through every decoder:
 the in-process graph (with and without XLA), the SavedModel's
 serving_default (the default export and an --export_jit_compile one) and
 CTranslate2 (float32 and int8).
 
     python scripts/bench_decode.py --model_dir=runs/multi30k \
-        [--input=../shared/data/multi30k/test_2016_flickr.en.gz] \
+        [--input=data/multi30k/test_2016_flickr.en.gz] \
         [--engines=...] [--beams=1,4] [--batches=32] [--orders=sorted] \
         [--parallel_searches=N] [--rounds=N] [--json=OUT]
 
@@ -44,7 +45,7 @@ ENGINES = ("graph", "graph_xla", "saved_model", "saved_model_xla",
            "ct2", "ct2_int8")
 flags.DEFINE_string("model_dir", None, "A t2t-train run.")
 flags.DEFINE_string("checkpoint", None, "Default: the run's latest.")
-flags.DEFINE_string("input", "../shared/data/multi30k/test_2016_flickr.en.gz",
+flags.DEFINE_string("input", "data/multi30k/test_2016_flickr.en.gz",
                     "Source sentences, one per line (.gz too).")
 flags.DEFINE_integer("sentences", 1000, "How many input lines to translate.")
 flags.DEFINE_list("engines", list(ENGINES), f"Any of {', '.join(ENGINES)}.")

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """This machine's TensorFlow matmul ceiling, fp32 and bf16.
 
     python scripts/bench_matmul.py [--sizes=1024,2048,4096] [--json=OUT]

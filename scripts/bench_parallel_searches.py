@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Beam search in 1 and in N searches side by side, in one process.
 
     python scripts/bench_parallel_searches.py --model_dir=runs/multi30k \
@@ -20,7 +21,7 @@ import time
 from absl import app, flags
 
 flags.DEFINE_string("model_dir", None, "A t2t-train run.")
-flags.DEFINE_string("input", "../shared/data/multi30k/test_2016_flickr.en.gz",
+flags.DEFINE_string("input", "data/multi30k/test_2016_flickr.en.gz",
                     "Source sentences, one per line (.gz too).")
 flags.DEFINE_integer("searches", 2, "Searches of the B side.")
 flags.DEFINE_bool("xla", False, "Export both with XLA.")

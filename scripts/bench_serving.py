@@ -1,8 +1,9 @@
+#!/usr/bin/env python3
 """First-request latency of a SavedModel with and without its warm-up
 records, and single-sentence latency, through the Python loader.
 
     python scripts/bench_serving.py --saved_model=exports/multi30k/950 \
-        [--input=../shared/data/multi30k/test_2016_flickr.en.gz] [--json=OUT]
+        [--input=data/multi30k/test_2016_flickr.en.gz] [--json=OUT]
 
 Each mode runs in a fresh process that imports only tensorflow and
 tensorflow_text (as a model server would start): it loads the export,
@@ -20,7 +21,7 @@ import sys
 from absl import app, flags
 
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory.")
-flags.DEFINE_string("input", "../shared/data/multi30k/test_2016_flickr.en.gz",
+flags.DEFINE_string("input", "data/multi30k/test_2016_flickr.en.gz",
                     "Source sentences, one per line (.gz too).")
 flags.DEFINE_integer("first_batch", 32, "Sentences in the first request.")
 flags.DEFINE_integer("requests", 100, "Single-sentence requests timed after "

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Training throughput on real Multi30k batches, against the matmul ceiling.
 
     python scripts/bench_train.py --flagfile=flags/multi30k.cfg \
@@ -59,8 +60,9 @@ flags.DEFINE_integer("bench_rounds", 3, "Turns of each precision.")
 flags.DEFINE_string("json", None, "Also write the results here.")
 FLAGS = flags.FLAGS
 
-_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                     "shared", "data", "multi30k")
+# Multi30k en-de as `t2t-fetch multi30k` puts it, when the flags give no
+# training files (flags/base.cfg is a recipe without data).
+_DEFAULT_TRAIN = ("data/multi30k/train.en.gz", "data/multi30k/train.de.gz")
 
 
 def step_flops(config, batch, source_length, target_length):
@@ -117,12 +119,14 @@ def turn(precision, proto, pairs, model_dir, strategy):
 
 def multi30k_vocabulary_and_pairs(directory):
     """(SentencePiece proto of `--vocab_size` pieces trained into
-    `directory`, training pairs) of Multi30k en-de."""
+    `directory`, training pairs) of --train_src/--train_tgt, by default
+    Multi30k en-de."""
     from t2t_repro.data import text_files, vocabulary
     from t2t_repro.data.sources import Corpus
 
-    corpus = Corpus(source_path=os.path.join(_DATA, "train.en.gz"),
-                    target_path=os.path.join(_DATA, "train.de.gz"))
+    source, target = ((FLAGS.train_src, FLAGS.train_tgt) if FLAGS.train_src
+                      else _DEFAULT_TRAIN)
+    corpus = Corpus(source_path=source, target_path=target)
     path = os.path.join(directory, "spm.model")
     vocabulary.train_sentencepiece(
         text_files.read_lines(corpus.source_path) +

@@ -1,7 +1,8 @@
+#!/usr/bin/env python3
 """Where a SavedModel's serving_default spends its time, op type by op type.
 
     python scripts/profile_serving.py --saved_model=exports/multi30k/950 \
-        [--input=../shared/data/multi30k/test_2016_flickr.en.gz] \
+        [--input=data/multi30k/test_2016_flickr.en.gz] \
         [--batch=32] [--batches=3] [--top=25]
 
 Loads the export into a tf.compat.v1 Session, as TF Serving's C++ loader
@@ -18,7 +19,7 @@ import time
 from absl import app, flags
 
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory.")
-flags.DEFINE_string("input", "../shared/data/multi30k/test_2016_flickr.en.gz",
+flags.DEFINE_string("input", "data/multi30k/test_2016_flickr.en.gz",
                     "Source sentences, one per line (.gz too).")
 flags.DEFINE_integer("batch", 32, "Sentences per request.")
 flags.DEFINE_integer("batches", 3, "Requests traced.")

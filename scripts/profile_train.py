@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Where a training step spends its time, op type by op type, per precision.
 
     python scripts/profile_train.py --flagfile=flags/base.cfg \

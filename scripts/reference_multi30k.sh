@@ -7,8 +7,8 @@
 #   scripts/reference_multi30k.sh [--target_lang=de|fr] [--run_dir=DIR] [t2t-train flags...]
 #
 # Re-running the same command resumes training where it stopped (and skips
-# the steps that are already done). Run from the repository root, with the
-# shared corpora beside it (../shared/data/multi30k).
+# the steps that are already done). Run from the repository root after
+# `t2t-fetch multi30k`.
 set -euo pipefail
 
 target_lang=de
@@ -25,17 +25,17 @@ case "$target_lang" in
   de|fr) ;;
   *) echo "reference_multi30k.sh: --target_lang must be de or fr, got '$target_lang'" >&2; exit 2 ;;
 esac
-data=../shared/data/multi30k
+data_flags=flags/data/multi30k_en_${target_lang}.cfg
 run_dir="${run_dir:-runs/multi30k_reference_en_${target_lang}}"
 average_dir="$run_dir/average"
 results=results/multi30k_en_${target_lang}
 
 # The average of the best checkpoints by dev BLEU (the recipe keeps them).
-num_average=$(sed -n 's/^--keep_best=//p' flags/multi30k_reference.cfg)
+num_average=$(sed -n 's/^--keep_best=//p' flags/reference.cfg)
 
-t2t-train --flagfile=flags/multi30k_reference.cfg --model_dir="$run_dir" \
-  --target_lang="$target_lang" \
-  --train_tgt="$data/train.$target_lang.gz" --dev_tgt="$data/val.$target_lang.gz" \
+# The test set is translated once, by the average below.
+t2t-train --flagfile=flags/reference.cfg --flagfile="$data_flags" \
+  --test_src= --test_tgt= --model_dir="$run_dir" \
   ${extra[@]+"${extra[@]}"}
 
 if [ ! -e "$average_dir/checkpoint" ]; then
@@ -45,11 +45,8 @@ if [ ! -e "$average_dir/checkpoint" ]; then
 fi
 
 mkdir -p results
-t2t-eval --flagfile=flags/multi30k_reference.cfg --model_dir="$average_dir" \
-  --target_lang="$target_lang" \
-  --test_src="$data/test_2016_flickr.en.gz" \
-  --test_tgt="$data/test_2016_flickr.$target_lang.gz" \
-  --output_dir="$results"
+t2t-eval --flagfile=flags/reference.cfg --flagfile="$data_flags" \
+  --model_dir="$average_dir" --output_dir="$results"
 
 python scripts/reference_report.py --run_dir="$run_dir" \
   --eval_dir="$results" --output="$results.json" --plot="$results.png"

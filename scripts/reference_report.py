@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Collects a finished reference run into one results JSON and a PNG.
 
     python scripts/reference_report.py --run_dir=runs/X --eval_dir=results/X \

@@ -9,7 +9,7 @@
 #
 # TABLE3_RUNS (default runs/table3) holds one run directory per row;
 # re-running resumes unfinished rows and leaves finished ones alone. Run
-# from the repository root, with ../shared/data/multi30k beside it.
+# from the repository root after `t2t-fetch multi30k`.
 set -euo pipefail
 
 runs="${TABLE3_RUNS:-runs/table3}"

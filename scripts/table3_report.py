@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Tabulates scripts/table3.sh's runs in the layout of the paper's Table 3,
 beside the paper's numbers.
 

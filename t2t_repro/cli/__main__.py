@@ -4,8 +4,8 @@ console scripts (e.g. from a checkout that is not installed)."""
 import importlib
 import sys
 
-TOOLS = ("attention", "average", "eval", "export", "summary", "train",
-         "translate")
+TOOLS = ("attention", "average", "eval", "export", "fetch", "summary",
+         "train", "translate")
 
 if len(sys.argv) < 2 or sys.argv[1] not in TOOLS:
     sys.exit(f"usage: python -m t2t_repro.cli {{{','.join(TOOLS)}}} "

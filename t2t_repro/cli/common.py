@@ -107,16 +107,23 @@ def _parse_flags(argv):
         _exit_with_error(" ".join(str(error).split()))
 
 
-def run(main):
+def run(main, positional_arguments=False, tensorflow=True):
     """`app.run(main)` with the tool's flags in --help, TensorFlow's
-    start-up noise hidden and user errors as one line."""
+    start-up noise hidden and user errors as one line.
+
+    `main` takes no arguments, or with `positional_arguments` the
+    command line's non-flag arguments; `tensorflow=False` never imports
+    TensorFlow (a tool that does not need it answers in a blink)."""
     doc = sys.modules[main.__module__].__doc__
     sys.modules["__main__"].__doc__ = doc
     _register_key_flags()
 
     def main_with_one_line_errors(argv):
-        import_tensorflow_quietly()
+        if tensorflow:
+            import_tensorflow_quietly()
         try:
+            if positional_arguments:
+                return main(argv[1:])
             if len(argv) > 1:
                 raise app.UsageError(f"unexpected arguments {argv[1:]}: "
                                      "every input is a --flag")

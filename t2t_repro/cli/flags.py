@@ -12,6 +12,7 @@ import dataclasses
 from absl import flags
 
 from t2t_repro import config as config_lib
+from t2t_repro.data import DataError
 
 FLAGS = flags.FLAGS
 SPLITS = ("train", "dev", "test")
@@ -110,10 +111,12 @@ def define_data_flags():
     flags.DEFINE_string("tfds_train_split", "train", "TFDS training split.")
     flags.DEFINE_string("tfds_dev_split", "validation", "TFDS dev split.")
     flags.DEFINE_string("tfds_test_split", "test", "TFDS test split.")
-    flags.DEFINE_string("source_lang", "en",
-                        "Source language code (TFDS direction).")
-    flags.DEFINE_string("target_lang", "de", "Target language code (TFDS "
-                        "direction; tokenizer of tokenized BLEU).")
+    flags.DEFINE_string("source_lang", None, "Source language code, e.g. "
+                        "en (the TFDS direction).")
+    flags.DEFINE_string("target_lang", None, "Target language code, e.g. "
+                        "de: the TFDS direction, and how BLEU tokenizes "
+                        "(German compounds, zh/ja/ko). flags/data/*.cfg "
+                        "set it.")
     flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory.")
     flags.DEFINE_string("tfds_manual_dir", None,
                         "Directory of manually downloaded TFDS archives.")
@@ -147,6 +150,10 @@ def corpus_from_flags(split):
         return Corpus(source_path=FLAGS[f"{split}_src"].value,
                       target_path=FLAGS[f"{split}_tgt"].value, **languages)
     if FLAGS.tfds_name:
+        if not (FLAGS.source_lang and FLAGS.target_lang):
+            raise DataError(f"--tfds_name={FLAGS.tfds_name} needs "
+                            "--source_lang and --target_lang (the "
+                            "direction, e.g. en and de)")
         return Corpus(tfds_name=FLAGS.tfds_name,
                       tfds_split=FLAGS[f"tfds_{split}_split"].value,
                       tfds_data_dir=FLAGS.tfds_data_dir,

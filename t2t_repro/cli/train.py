@@ -1,8 +1,13 @@
 """t2t-train: train a Transformer from the command line.
 
     t2t-train --flagfile=flags/multi30k.cfg --model_dir=runs/multi30k
+    t2t-train --flagfile=flags/quickstart.cfg --model_dir=runs/mine \
+        --train_src=train.en --train_tgt=train.pt \
+        --dev_src=dev.en --dev_tgt=dev.pt --target_lang=pt
 
-Every hyper-parameter is a flag; `--flagfile=flags/...` gives the presets.
+Every hyper-parameter is a flag; `--flagfile=flags/...` gives the presets
+(a recipe, and for Multi30k a data flagfile from flags/data/). Every data
+file given is checked before training starts.
 Re-running the same command on an existing model_dir resumes it.
 """
 
@@ -11,8 +16,8 @@ import sys
 from absl import flags, logging
 
 from t2t_repro.cli import common
-from t2t_repro.cli.flags import (corpus_from_flags, decoding_from_flags,
-                                 define_training_flags,
+from t2t_repro.cli.flags import (SPLITS, corpus_from_flags,
+                                 decoding_from_flags, define_training_flags,
                                  model_config_from_flags,
                                  settings_from_flags)
 from t2t_repro.config import TrainingOptions
@@ -46,14 +51,16 @@ def main():
     from t2t_repro.training.evaluator import DevEvaluator
     from t2t_repro.training.trainer import Trainer
 
-    train_corpus = corpus_from_flags("train")
+    train_corpus, dev_corpus, test_corpus = map(corpus_from_flags, SPLITS)
     if train_corpus is None:
         raise DataError("give --train_src/--train_tgt or --tfds_name")
+    for corpus in (train_corpus, dev_corpus, test_corpus):
+        if corpus is not None:
+            corpus.check_files()
     strategy = distribution.make_strategy(FLAGS.cpu_devices)
     logging.info("%d replica(s) with %s", strategy.num_replicas_in_sync,
                  type(strategy).__name__)
     train_pairs = train_corpus.pairs()
-    dev_corpus = corpus_from_flags("dev")
     dev_pairs = dev_corpus.pairs() if dev_corpus else None
     if dev_corpus is None and (FLAGS.keep_best or FLAGS.patience):
         raise DataError("--keep_best and --patience rank checkpoints by "
@@ -83,7 +90,6 @@ def main():
                         "the same command resumes", trainer.interrupted_by,
                         trainer.step)
         sys.exit(128 + trainer.interrupted_by)
-    test_corpus = corpus_from_flags("test")
     if test_corpus is not None and trainer.is_chief:
         from t2t_repro.evaluation import format_scores, score_corpus
 

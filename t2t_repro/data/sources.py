@@ -43,6 +43,14 @@ class Corpus:
 
         return read_trees(self.trees_path)
 
+    def check_files(self):
+        """DataError naming the first of its files that is missing: run
+        before training, so that a test set named by mistake fails at
+        once, not after the whole run."""
+        for path in (self.source_path, self.target_path, self.trees_path):
+            if path:
+                text_files.check_exists(path)
+
     def _parsing_pairs(self):
         from t2t_repro.parsing import parsing_pairs
 

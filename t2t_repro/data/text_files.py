@@ -33,12 +33,17 @@ class ParallelFileCheck:
         return text
 
 
+def check_exists(path):
+    """DataError unless `path` (or stdin, "-") can be opened."""
+    if path != STDIN and not os.path.exists(path):
+        raise DataError(f"{path}: no such file")
+
+
 def _open(path):
+    check_exists(path)
     if path == STDIN:
         # Not closed by the caller's `with`: a duplicate of stdin's handle.
         return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
-    if not os.path.exists(path):
-        raise DataError(f"{path}: no such file")
     if path.endswith(".gz"):
         return gzip.open(path, "rb")
     return open(path, "rb")

@@ -13,6 +13,7 @@ from bad_inputs import CASES, fill, run_case, write_files
 
 DEFAULT_SUITE = {
     ("train", "mismatched lines"), ("train", "invalid UTF-8"),
+    ("train", "missing test file"),
     ("train", "contradictory flags"),
     ("eval", "checkpoint does not fit config.json"),
     ("translate", "missing --checkpoint"),

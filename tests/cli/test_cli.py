@@ -20,6 +20,7 @@ TOOLS = {  # tool module: flags its --help must list
     "average": ["--num_checkpoints", "--select", "--output_dir"],
     "attention": ["--sentence", "--layers", "--heads", "--output_prefix"],
     "summary": ["--d_model", "--vocab_size", "--pre_norm"],
+    "fetch": ["--data_dir", "--local_copy", "--splits", "--base_url"],
 }
 
 
@@ -123,17 +124,20 @@ config = model_config_from_flags(vocab_size=100)
 options = settings_from_flags(TrainingOptions)
 print(config.num_encoder_layers, config.num_decoder_layers, config.d_model,
       config.vocab_size, options.batch_tokens, options.model_dir,
-      options.mixed_precision)
+      options.mixed_precision, flags.FLAGS.train_src)
 """
 
 
 @pytest.mark.parametrize("args, expected", [
-    ([], "6 6 512 100 4096 None auto"),
-    (["--num_layers=4"], "4 4 512 100 4096 None auto"),
+    ([], "6 6 512 100 4096 None auto None"),
+    (["--num_layers=4"], "4 4 512 100 4096 None auto None"),
     (["--num_layers=4", "--num_decoder_layers=2"],
-     "4 2 512 100 4096 None auto"),
+     "4 2 512 100 4096 None auto None"),
     (["--flagfile=flags/multi30k.cfg", "--model_dir=run"],
-     "3 3 256 100 4000 run auto"),
+     "3 3 256 100 4000 run auto data/multi30k/train.en.gz"),
+    # A recipe alone: the same model, and no data of its own.
+    (["--flagfile=flags/quickstart.cfg", "--model_dir=run"],
+     "3 3 256 100 4000 run auto None"),
 ])
 def test_flags_fill_the_settings(args, expected):
     result = _python(_CONFIG, *args)

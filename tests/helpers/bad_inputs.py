@@ -56,6 +56,16 @@ CASES = [
              ("--model_dir={m}", "--train_src={d}/missing.en",
               "--train_tgt={d}/three.de"),
              "{d}/missing.en: no such file"),
+    # Checked before training: not "no such file" after the whole run.
+    BadInput("train", "missing test file",
+             ("--model_dir={m}", "--train_src={d}/three.en",
+              "--train_tgt={d}/three.de", "--test_src={d}/three.en",
+              "--test_tgt={d}/missing.de"),
+             "{d}/missing.de: no such file"),
+    BadInput("train", "TFDS without a direction",
+             ("--model_dir={m}", "--tfds_name=wmt14_translate/de-en"),
+             "--tfds_name=wmt14_translate/de-en needs --source_lang and "
+             "--target_lang"),
     BadInput("train", "mismatched lines",
              ("--model_dir={m}", "--train_src={d}/three.en",
               "--train_tgt={d}/two.de"),
