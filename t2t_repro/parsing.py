@@ -9,7 +9,8 @@ labelled:
 
 (Vinyals et al. went on to replace every tag by one placeholder, XX. On
 a toy treebank that cost our models 18 points of bracket F1, 74.5 vs 92.1
-(README): they lose count in runs of identical XX tokens.)
+(docs/reproducing_the_paper.md): they lose count in runs of identical XX
+tokens.)
 
 Predicted linearisations are turned back into trees over the source words
 (ill-formed ones repaired and counted) and scored like EVALB with its
