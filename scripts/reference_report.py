@@ -82,6 +82,8 @@ def main(argv):
         "chrf": test["chrf"],
         "tokenized_bleu": test["tokenized_bleu"],
         "tokenized_bleu_note": test["tokenized_bleu_note"],
+        "lc_tok_bleu": test["lc_tok_bleu"],
+        "lc_tok_bleu_note": test["lc_tok_bleu_note"],
         "beam_size": test["beam_size"], "alpha": test["alpha"],
         "averaged": [e["step"] for e in history["best"]],
         **checkpoint_counters(FLAGS.run_dir),

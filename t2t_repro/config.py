@@ -11,6 +11,8 @@ neither TensorFlow nor absl, so `--help` stays fast.
 
 import dataclasses
 
+import sacrebleu
+
 # Fixed ids of the shared SentencePiece vocabulary (see data/vocabulary.py).
 PAD_ID = 0
 UNK_ID = 1
@@ -227,4 +229,11 @@ class DecodingOptions:
         256, "Most sentences per decoding batch; an exported SavedModel "
         "refuses larger requests (InvalidArgument: clients split them).",
         lower_bound=1)
+    # Scoring, not decoding: a field here so that every tool that scores
+    # (t2t-eval, t2t-train's dev and test sets) has the flag.
+    sacrebleu_tokenize: str = setting(
+        None, "sacreBLEU's tokenizer. Default from --target_lang: zh for zh, "
+        "ja-mecab for ja and ko-mecab for ko (char, with a warning, without "
+        "sacrebleu[ja] or sacrebleu[ko]), 13a for any other language or "
+        "without --target_lang.", choices=tuple(sacrebleu.BLEU.TOKENIZERS))
 

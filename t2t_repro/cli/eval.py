@@ -2,10 +2,13 @@
 
     t2t-eval --flagfile=flags/multi30k.cfg --model_dir=runs/multi30k
 
-Reports sacreBLEU with its signature, chrF, and the paper's tokenized,
-compound-split BLEU (labelled: not comparable to sacreBLEU). Writes the
-hypotheses and a JSON of the scores to --output_dir, and the scores to
-TensorBoard under model_dir/eval at the checkpoint's step.
+Reports sacreBLEU with its signature, chrF, the paper's tokenized,
+compound-split BLEU and the Multi30k literature's lowercased tokenized BLEU
+(both labelled: not sacreBLEU). --target_lang chooses sacreBLEU's tokenizer
+(see --sacrebleu_tokenize) and the Moses rules of the tokenized BLEUs;
+without it, 13a and Moses' English rules. Writes the hypotheses and a JSON
+of the scores to --output_dir, and the scores to TensorBoard under
+model_dir/eval at the checkpoint's step.
 """
 
 import json
@@ -28,8 +31,9 @@ flags.DEFINE_string("output_dir", None, "Where hypotheses and scores go "
 
 FLAGS = flags.FLAGS
 # Translation's and parsing's scores (t2t_repro/evaluation.py).
-_SUMMARY_SCORES = ("sacrebleu", "chrf", "tokenized_bleu", "bracket_f1",
-                   "bracket_precision", "bracket_recall", "exact_match")
+_SUMMARY_SCORES = ("sacrebleu", "chrf", "tokenized_bleu", "lc_tok_bleu",
+                   "bracket_f1", "bracket_precision", "bracket_recall",
+                   "exact_match")
 
 
 def write_results(output_dir, name, hypotheses, scores):

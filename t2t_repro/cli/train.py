@@ -80,7 +80,8 @@ def main():
     options = settings_from_flags(TrainingOptions)
     evaluator = None if dev_pairs is None else DevEvaluator(
         dev_pairs, proto, model_config.max_length, options,
-        decoding_from_flags(), parsing=bool(dev_corpus.trees_path))
+        decoding_from_flags(), parsing=bool(dev_corpus.trees_path),
+        target_lang=dev_corpus.target_lang)
     trainer = Trainer(model_config, options, strategy, proto, train_pairs,
                       evaluator)
     trainer.train()

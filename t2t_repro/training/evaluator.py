@@ -5,13 +5,13 @@ with sample translations and the last layer's attention heads."""
 import dataclasses
 import math
 
-import sacrebleu
 import tensorflow as tf
 from absl import logging
 
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data import pipeline
 from t2t_repro.data.vocabulary import make_tokenizer
+from t2t_repro.evaluation import sacrebleu_metric
 from t2t_repro.inference import Translator
 from t2t_repro.parsing import score_parses, tree_of_linearisation
 from t2t_repro.training.losses import evaluation_stats
@@ -32,14 +32,17 @@ class DevEvaluator:
         options: the run's `TrainingOptions` (label smoothing, batch size,
             overlong rule, `dev_bleu_sentences`).
         decoding: `DecodingOptions` whose length limit and batch sizes the
-            dev translations use; always greedy.
+            dev translations use (always greedy), and whose
+            `sacrebleu_tokenize` scores them.
         parsing: the pairs are (words, linearised tree): also log the
             bracket F1 of the greedy parses (checkpoints are still ranked
             by BLEU of the linearisations).
+        target_lang: the dev targets' language, which chooses sacreBLEU's
+            tokenizer unless `decoding` names one.
     """
 
     def __init__(self, dev_pairs, vocab_proto, max_length, options,
-                 decoding=DecodingOptions(), parsing=False):
+                 decoding=DecodingOptions(), parsing=False, target_lang=None):
         self.dev_pairs = dev_pairs
         self.vocab_proto = vocab_proto
         self.tokenizer = None
@@ -49,6 +52,10 @@ class DevEvaluator:
         # ranks checkpoints like beam search does.
         self.decoding = dataclasses.replace(decoding, beam_size=1)
         self.parsing = parsing
+        # Made once: a tokenizer that cannot work fails (or warns) before
+        # training, not at every evaluation.
+        self._bleu_metric = sacrebleu_metric(target_lang,
+                                             decoding.sacrebleu_tokenize)
         self._model = self._translator = self._batch_loss = None
 
     def _bind(self, model):
@@ -101,9 +108,9 @@ class DevEvaluator:
         """(sacreBLEU, its signature) of the dev translations (tests replace
         it to script the scores that early stopping and best checkpoints
         see)."""
-        metric = sacrebleu.BLEU()
-        score = metric.corpus_score(hypotheses, [references]).score
-        return score, str(metric.get_signature())
+        score = self._bleu_metric.corpus_score(hypotheses,
+                                               [references]).score
+        return score, str(self._bleu_metric.get_signature())
 
     def _write_attention_images(self, model, sentence):
         """The last layer's heads on `sentence` (the first dev sentence,
