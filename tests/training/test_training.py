@@ -419,10 +419,15 @@ def test_auto_precision_follows_the_measured_bf16_speedup(monkeypatch,
         monkeypatch.setattr(precision, "bf16_matmul_speedup",
                             lambda value=speedup: value)
         assert precision.resolve_precision("auto") == expected
-    # A resumed run keeps the precision it started with.
-    _trainer(tmp_path / "run", 1).train()
-    assert precision.resolve_precision("auto", str(tmp_path / "run")) == \
-        "none"
+    # A resumed run keeps the precision it started with, whichever way
+    # today's measurement would choose.
+    for started, speedup in [("bf16", 1.1), ("none", 2.0)]:
+        run = str(tmp_path / started)
+        _trainer(run, 1, mixed_precision=started).train()
+        monkeypatch.setattr(precision, "bf16_matmul_speedup",
+                            lambda value=speedup: value)
+        assert precision.resolve_precision("auto") != started
+        assert precision.resolve_precision("auto", run) == started
     # The measurement itself: a positive ratio of two real timings.
     monkeypatch.undo()
     assert 0.1 < precision.bf16_matmul_speedup() < 20
