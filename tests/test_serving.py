@@ -157,8 +157,10 @@ def test_xla_export_gives_the_same_translations(
     assert result["translations"] == checkpoint_translations[0]
 
 
-# A README request: `$ curl -d 'BODY' \`, the URL, then the response.
-_README_REST_CALL = re.compile(
+# A request in docs/serving.md: `$ curl -d 'BODY' \`, the URL, then the
+# response.
+SERVING_DOC = os.path.join(REPO, "docs", "serving.md")
+_DOC_REST_CALL = re.compile(
     r"^\$ curl -d '(?P<body>.+)' \\\n\s+http://\S+:predict\n"
     r"(?P<response>\{.*\})$", re.MULTILINE)
 
@@ -172,9 +174,9 @@ def _shape_of(value):
     return type(value).__name__
 
 
-def test_the_readmes_rest_calls_match_the_model_servers_contract(exported):
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as readme:
-        calls = list(_README_REST_CALL.finditer(readme.read()))
+def test_the_docs_rest_calls_match_the_model_servers_contract(exported):
+    with open(SERVING_DOC, encoding="utf-8") as doc:
+        calls = list(_DOC_REST_CALL.finditer(doc.read()))
     assert len(calls) == 2  # the row and the columnar format
     formats = set()
     for call in calls:
