@@ -216,13 +216,12 @@ class DecodingOptions:
         "fixed shapes, so its loops keep every sentence until the last "
         "ends, over cache buffers that double in stages; without it, "
         "finished sentences leave and the caches grow with the output, "
-        "which was faster here for beam search and for greedy at the "
-        "tools' batch sizes (README, Speed).",
+        "which is usually faster on a CPU (docs/performance.md).",
         flag="decode_jit_compile")
     parallel_searches: int = setting(
         2, "Beam search splits each batch into this many searches that run "
         "side by side: oneDNN runs each of a step's small matmuls on one "
-        "core, so one search leaves the others idle (README, Speed). "
+        "core, so one search leaves the others idle. "
         "Greedy search runs as one.", lower_bound=1,
         flag="decode_parallel_searches")
     max_batch_sentences: int = setting(
