@@ -1,8 +1,11 @@
-"""Label-smoothed cross-entropy and accuracy over real target tokens."""
+"""Label-smoothed cross-entropy and accuracy over real target tokens: the
+sums the Trainer accumulates, and the same loss as a Keras loss object for
+`model.compile`."""
 
+import keras
 import tensorflow as tf
 
-from t2t_repro.config import PAD_ID
+from t2t_repro.config import PAD_ID, TrainingOptions
 
 
 def _log_partition_label_mean(labels, logits):
@@ -17,8 +20,7 @@ def _log_partition_label_mean(labels, logits):
 
 
 # XLA fuses these passes over the [batch, length, vocab] logits; unfused,
-# loss and argmax cost more than the vocabulary projection itself on an
-# earlier machine's fp32 step (README, "Speed": 3.4 -> 2.6 s/step). It
+# loss and argmax can cost more than the vocabulary projection itself. It
 # compiles once per batch shape, which training amortises and one
 # evaluation does not (see `evaluation_stats`).
 @tf.function(jit_compile=True)
@@ -57,11 +59,60 @@ def smoothed_cross_entropy_stats(labels, logits, smoothing):
             tf.reduce_sum(tf.cast(hit, tf.float32) * weights))
 
 
+@keras.saving.register_keras_serializable(package="t2t_repro")
+class LabelSmoothedCrossEntropy(keras.losses.Loss):
+    """The paper's training loss as a Keras loss, for `model.compile`.
+
+    `loss(target_ids, logits)` is the label-smoothed cross-entropy of
+    `smoothed_cross_entropy_stats` summed over the batch and divided by the
+    number of real (non-PAD) target tokens in it. Under a tf.distribute
+    strategy the count is the global batch's, summed over the replicas:
+    Keras sums the replicas' gradients, so an update is that of the global
+    batch's mean per token whatever the replica count, as in the Trainer.
+
+    Args:
+        smoothing: epsilon_ls (the paper: 0.1).
+
+    Example:
+    >>> loss = LabelSmoothedCrossEntropy(smoothing=0.0)
+    >>> logits = tf.math.log([[[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]]])
+    >>> round(float(loss(tf.constant([[2, 0]]), logits)), 4)  # 0 is PAD
+    0.3567
+    """
+
+    def __init__(self, smoothing=TrainingOptions.label_smoothing,
+                 name="label_smoothed_cross_entropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.smoothing = smoothing
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if sample_weight is not None:
+            # Keras would scale this scalar per sentence and average.
+            raise ValueError("LabelSmoothedCrossEntropy weighs tokens by "
+                             "their labels (PAD_ID: 0); it takes no "
+                             "sample_weight")
+        return super().__call__(y_true, y_pred)
+
+    def call(self, y_true, y_pred):
+        # Keras hands y_true over in the loss's float dtype; ids below
+        # 2^24 convert back exactly.
+        loss_sum, count, _ = smoothed_cross_entropy_stats(
+            tf.cast(y_true, tf.int32), y_pred, self.smoothing)
+        context = tf.distribute.get_replica_context()
+        # None in cross-replica context, which holds the whole batch.
+        if context is not None:
+            count = context.all_reduce(tf.distribute.ReduceOp.SUM, count)
+        # A scalar, which Keras' reduction returns unchanged.
+        return loss_sum / tf.maximum(count, 1.0)
+
+    def get_config(self):
+        return {**super().get_config(), "smoothing": self.smoothing}
+
+
 def smoothed_cross_entropy(labels, logits, smoothing):
-    """Mean label-smoothed cross-entropy per real target token."""
-    loss_sum, count, _ = smoothed_cross_entropy_stats(labels, logits,
-                                                      smoothing)
-    return loss_sum / tf.maximum(count, 1.0)
+    """Mean label-smoothed cross-entropy per real target token
+    (`LabelSmoothedCrossEntropy` as a function)."""
+    return LabelSmoothedCrossEntropy(smoothing)(labels, logits)
 
 
 def evaluation_stats(labels, logits, smoothing):

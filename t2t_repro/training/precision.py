@@ -1,11 +1,13 @@
 """Choosing the training precision: `--mixed_precision=auto`.
 
-bf16 pays only where the CPU multiplies bf16 natively (avx512_bf16, AMX):
-on the 2-core EPYC machines here a bf16 matmul ran 1.3-3x faster than fp32
-in some sessions and no faster in others, although both reported
-avx512_bf16. So "auto" measures instead of trusting the flags: it times a
-1024^3 matmul in both precisions (about 0.3 s) and picks bf16 when it is
-clearly faster. With a GPU it keeps float32 (the GPU decides, not the CPU).
+A 16-bit format pays only where the hardware multiplies it natively: CPUs
+with avx512_bf16 ran bf16 matmuls anywhere from 0.5x to 3x fp32, and AMX
+4x, although several reported the same flags; GPUs before Ampere have no
+bf16 and some have no fast fp16. So "auto" measures instead of trusting
+flags or device names: it times a 1024^3 matmul per precision on the
+device that will train (about 0.3 s) and picks the first of bf16 (no loss
+scaling needed) and, on a GPU, fp16 (with loss scaling) that is clearly
+faster than float32.
 """
 
 import time
@@ -37,12 +39,42 @@ def matmul_seconds(dtype, size=1024, repeats=5):
     return best
 
 
-def bf16_matmul_speedup():
-    """fp32 time / bf16 time of a 1024^3 matmul on this machine's CPU."""
+def matmul_speedup(dtype, device):
+    """fp32 time / `dtype` time of a 1024^3 matmul on `device` (e.g.
+    "/GPU:0"); 0 where the device cannot run `dtype`."""
     import tensorflow as tf
 
-    with tf.device("/CPU:0"):
-        return matmul_seconds(tf.float32) / matmul_seconds(tf.bfloat16)
+    with tf.device(device):
+        try:
+            return matmul_seconds(tf.float32) / matmul_seconds(dtype)
+        except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError,
+                tf.errors.UnimplementedError):
+            return 0.0
+
+
+def bf16_matmul_speedup():
+    """fp32 time / bf16 time of a 1024^3 matmul on this machine's CPU."""
+    return matmul_speedup("bfloat16", "/CPU:0")
+
+
+def _measured_choice():
+    """The resolved precision for "auto" on a fresh run, and a log line."""
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        device = "/GPU:0"
+        speedups = {"bf16": matmul_speedup("bfloat16", device),
+                    "fp16": matmul_speedup("float16", device)}
+    else:
+        device = "/CPU:0"
+        # fp16 needs loss scaling and CPUs gain nothing from it.
+        speedups = {"bf16": bf16_matmul_speedup()}
+    chosen = next((precision for precision, speedup in speedups.items()
+                   if speedup >= _REQUIRED_SPEEDUP), "none")
+    measured = ", ".join(f"{precision} matmuls run {speedup:.2f}x fp32"
+                         for precision, speedup in speedups.items())
+    return chosen, (f"--mixed_precision=auto on {device}: {measured}; "
+                    f"training in {POLICIES[chosen]}")
 
 
 def resolve_precision(requested, model_dir=None):
@@ -51,8 +83,6 @@ def resolve_precision(requested, model_dir=None):
     "auto" keeps the choice a run in `model_dir` started with, so that a
     resumed run does not switch precision on a machine near the threshold.
     """
-    import tensorflow as tf
-
     from t2t_repro.checkpoints import RunDir
 
     if requested != "auto":
@@ -60,11 +90,6 @@ def resolve_precision(requested, model_dir=None):
     started = RunDir(model_dir).load_training_options() if model_dir else None
     if started:
         return started["mixed_precision"]
-    if tf.config.list_physical_devices("GPU"):
-        return "none"
-    speedup = bf16_matmul_speedup()
-    chosen = "bf16" if speedup >= _REQUIRED_SPEEDUP else "none"
-    logging.info("--mixed_precision=auto: bf16 matmuls run %.2fx fp32 on "
-                 "this CPU; training in %s", speedup,
-                 "bf16" if chosen == "bf16" else "float32")
+    chosen, described = _measured_choice()
+    logging.info("%s", described)
     return chosen

@@ -433,6 +433,32 @@ def test_auto_precision_follows_the_measured_bf16_speedup(monkeypatch,
     assert 0.1 < precision.bf16_matmul_speedup() < 20
 
 
+@pytest.mark.parametrize("speedups, expected", [
+    ({"bfloat16": 2.0, "float16": 2.5}, "bf16"),  # Ampere and later
+    ({"bfloat16": 0.0, "float16": 3.0}, "fp16"),  # no bf16 (Volta, T4)
+    ({"bfloat16": 0.9, "float16": 1.1}, "none"),  # no fast 16-bit math
+])
+def test_auto_precision_measures_on_the_gpu(monkeypatch, speedups,
+                                            expected):
+    """No GPU here: the device list and the measurement are faked, and the
+    test checks the rule and that the GPU, not the CPU, is measured."""
+    from t2t_repro.training import precision
+
+    real_devices = tf.config.list_physical_devices
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: (
+        [tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")]
+        if kind == "GPU" else real_devices(kind)))
+    measured = []
+
+    def fake_speedup(dtype, device):
+        measured.append(device)
+        return speedups[dtype]
+
+    monkeypatch.setattr(precision, "matmul_speedup", fake_speedup)
+    assert precision.resolve_precision("auto") == expected
+    assert set(measured) == {"/GPU:0"}
+
+
 def test_the_step_and_the_decoders_trace_a_bounded_number_of_times(
         tmp_path):
     # 40 steps over length-bucketed batches of several shapes, then
