@@ -176,7 +176,7 @@ def _summary(rows):
 
 def main(argv):
     del argv
-    from bench_matmul import matmul_ceiling
+    from bench_matmul import cpu_description, describe_cpu, matmul_ceiling
     from t2t_repro.data.text_files import read_lines
 
     unknown = set(FLAGS.engines) - set(ENGINES)
@@ -193,6 +193,7 @@ def main(argv):
             json.dump(rows, handle)
         return
     ceiling = matmul_ceiling(sizes=(2048,))
+    print(describe_cpu())
     print(f"{FLAGS.model_dir}: {FLAGS.sentences} sentences at most; "
           f"parallel searches {FLAGS.parallel_searches or 'default'}; matmul "
           f"2048^3 fp32 {ceiling['float32'][2048]} GFLOP/s")
@@ -221,8 +222,8 @@ def main(argv):
                   f"{row['vs_ct2_rounds']}")
     if FLAGS.json:
         with open(FLAGS.json, "w", encoding="utf-8") as handle:
-            json.dump({"rows": rows, "summary": summary,
-                       "matmul_gflops": ceiling}, handle,
+            json.dump({"cpu": cpu_description(), "rows": rows,
+                       "summary": summary, "matmul_gflops": ceiling}, handle,
                       indent=1)
 
 

@@ -163,7 +163,7 @@ def bench(proto, pairs, directory):
 def main(argv):
     del argv
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_matmul import matmul_gflops
+    from bench_matmul import cpu_description, describe_cpu, matmul_gflops
 
     with tempfile.TemporaryDirectory() as directory:
         rows = bench(*multi30k_vocabulary_and_pairs(directory), directory)
@@ -173,6 +173,7 @@ def main(argv):
         row["matmul_ceiling_gflops"] = round(ceiling, 1)
         row["mfu"] = round(row["model_gflops_per_second"] / ceiling, 3)
     base = rows[0]["real_tokens_per_second"]
+    print(describe_cpu())
     print(f"{'precision':<10} {'ms/step':>8} {'tokens/s':>9} {'x first':>8} "
           f"{'GFLOP/s':>8} {'ceiling':>8} {'MFU':>6}")
     for row in rows:
@@ -184,7 +185,8 @@ def main(argv):
               f"turns {row['turns_ms_per_step']}")
     if FLAGS.json:
         with open(FLAGS.json, "w", encoding="utf-8") as handle:
-            json.dump(rows, handle, indent=2)
+            json.dump({"cpu": cpu_description(), "rows": rows}, handle,
+                      indent=2)
 
 
 if __name__ == "__main__":

@@ -19,3 +19,17 @@ def test_every_script_runs_as_typed(name):
     assert os.stat(path).st_mode & stat.S_IXUSR, f"{name}: not executable"
     with open(path, encoding="utf-8") as handle:
         assert handle.readline().startswith("#!/usr/bin/env "), name
+
+
+def test_benchmarks_name_the_cpu_and_its_bf16_flags(tmp_path):
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    from bench_matmul import cpu_description
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) "
+                       "Platinum 8481C\nflags\t\t: fpu avx2 avx512f "
+                       "avx512_bf16 amx_tile amx_bf16\n\nprocessor\t: 1\n")
+    assert cpu_description(str(cpuinfo)) == {
+        "model": "Intel(R) Xeon(R) Platinum 8481C",
+        "flags": ["amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2"]}
