@@ -1,4 +1,5 @@
-"""A run as a CTranslate2 model, and translating with one.
+"""A run, or a model in memory, as a CTranslate2 model, and translating
+with one.
 
 CTranslate2 (the `[ct2]` extra) is a C++ inference engine for Transformers
 that is several times faster than a TensorFlow graph on CPU. The mapping
@@ -13,7 +14,7 @@ from our Keras weights:
   kernels are [in, out], CTranslate2's weights [out, in];
 - post-norm is `pre_norm=False`; ids PAD 0, UNK 1, BOS 2, EOS 3 are the
   tokens `<blank>`, `<unk>`, `<s>`, `</s>`; the other pieces keep their
-  SentencePiece names, and the run's spm.model is copied beside the model.
+  SentencePiece names, and the SentencePiece model is written beside it.
 Beam search differs by design: CTranslate2 divides a hypothesis' log
 probability by length^alpha, we by GNMT's ((5 + length) / 6)^alpha, so
 `CTranslate2Translator` asks for every beam's hypothesis with its raw log
@@ -23,17 +24,16 @@ probability and picks the best under our penalty.
 import dataclasses
 import json
 import os
-import shutil
 
 import numpy as np
 import tensorflow as tf
 
-from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import (EXTRA_DECODE_LENGTH, ConfigError,
                               DecodingOptions, TransformerConfig)
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.inference import _BatchingTranslator
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
+from t2t_repro.serving import model_and_vocabulary
 
 SPECIAL_TOKENS = ["<blank>", "<unk>", "<s>", "</s>"]  # ids 0-3
 VOCABULARY_FILE = "spm.model"
@@ -139,14 +139,18 @@ def transformer_spec(model, tokens):
     return spec
 
 
-def export_ctranslate2(model_dir, output_dir, checkpoint=None,
-                       quantization=None):
-    """Writes a CTranslate2 model directory (with the run's spm.model) and
-    returns its path. `quantization`: None (float32) or one of
-    config.CT2_QUANTIZATIONS."""
+def export_ctranslate2(model, output_dir, checkpoint=None,
+                       quantization=None, vocabulary=None):
+    """Writes a CTranslate2 model directory (with the SentencePiece model)
+    and returns its path.
+
+    `model`, `vocabulary`, `checkpoint`: a run directory or a `Transformer`
+    in memory with its SentencePiece model (see
+    `serving.model_and_vocabulary`). `quantization`: None (float32) or one
+    of config.CT2_QUANTIZATIONS.
+    """
     ctranslate2 = _ctranslate2()
-    run = RunDir(model_dir)
-    model, proto, checkpoint = run.load_model(checkpoint)
+    model, proto, _ = model_and_vocabulary(model, vocabulary, checkpoint)
     spec = transformer_spec(model, vocabulary_tokens(make_tokenizer(proto)))
 
     class _Converter(ctranslate2.converters.Converter):
@@ -159,7 +163,8 @@ def export_ctranslate2(model_dir, output_dir, checkpoint=None,
     partial = os.path.join(os.path.dirname(os.path.abspath(output_dir)),
                            f".{os.path.basename(output_dir)}.partial")
     _Converter().convert(partial, quantization=quantization, force=True)
-    shutil.copyfile(run.vocab_path, os.path.join(partial, VOCABULARY_FILE))
+    with open(os.path.join(partial, VOCABULARY_FILE), "wb") as handle:
+        handle.write(proto)
     with open(os.path.join(partial, CONFIG_FILE), "w",
               encoding="utf-8") as handle:
         json.dump(dataclasses.asdict(model.config), handle, indent=1)

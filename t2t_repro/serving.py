@@ -1,6 +1,8 @@
-"""Exporting a run as a SavedModel for TF Serving: the translation graph
-of inference.py, strings in and strings out, in TF Serving's layout, with
-warm-up requests the model server replays at load time."""
+"""Exporting a run, or a model in memory, as a SavedModel for TF Serving:
+the translation graph of inference.py, strings in and strings out, in TF
+Serving's layout, with warm-up requests the model server replays at load
+time. `model_and_vocabulary` is what every export (ct2.py too) starts
+from."""
 
 import os
 
@@ -9,11 +11,46 @@ from absl import logging
 
 from t2t_repro.checkpoints import RunDir, checkpoint_step
 from t2t_repro.config import DEFAULT_WARMUP_REQUESTS, DecodingOptions
-from t2t_repro.data.vocabulary import make_tokenizer
+from t2t_repro.data.vocabulary import load_sentencepiece, make_tokenizer
 from t2t_repro.inference import TranslationGraph
 
 # Where TF Serving looks for warm-up records (at most 1000 are replayed).
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+
+
+def model_and_vocabulary(model, vocabulary=None, checkpoint=None):
+    """(Transformer, serialized SentencePiece model, checkpoint path or
+    None) of what is to be exported or translated.
+
+    Args:
+        model: a run directory (t2t-train's model_dir), or a `Transformer`
+            in memory.
+        vocabulary: with a `Transformer`, its SentencePiece model: the
+            serialized proto (bytes) or a path to one (a run directory has
+            its own).
+        checkpoint: with a run directory, the checkpoint to load instead of
+            the latest: a path like MODEL_DIR/ckpt-950, or a run directory
+            of its own, such as t2t-average's MODEL_DIR/average (its latest
+            checkpoint).
+    """
+    if isinstance(model, (str, os.PathLike)):
+        if vocabulary is not None:
+            raise ValueError(f"{model}: a run directory brings its own "
+                             "vocabulary; vocabulary= is for a model in "
+                             "memory")
+        run = RunDir(os.fspath(model))
+        if checkpoint is not None and tf.io.gfile.isdir(checkpoint):
+            run, checkpoint = RunDir(os.fspath(checkpoint)), None
+        return run.load_model(checkpoint)
+    if vocabulary is None:
+        raise ValueError("a model in memory needs its vocabulary= (the "
+                         "SentencePiece model's bytes or path)")
+    if checkpoint is not None:
+        raise ValueError("checkpoint= picks a run directory's checkpoint; "
+                         "a model in memory has its weights already")
+    if not isinstance(vocabulary, bytes):
+        vocabulary = load_sentencepiece(os.fspath(vocabulary))
+    return model, vocabulary, None
 
 
 def warmup_sentences(module, count):
@@ -56,15 +93,25 @@ def write_warmup_requests(module, path, count):
                 .SerializeToString())
 
 
-def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
+def export_saved_model(model, export_dir, version=None, checkpoint=None,
                        decoding=DecodingOptions(),
-                       warmup_requests=DEFAULT_WARMUP_REQUESTS):
+                       warmup_requests=DEFAULT_WARMUP_REQUESTS,
+                       vocabulary=None):
     """Writes `export_dir/<version>/` (with `warmup_requests` warm-up
-    records; 0 writes none) and returns its path. An XLA-compiled decoder
-    (`decoding.jit_compile`) runs in TF Serving only with
-    --xla_cpu_compilation_enabled=true."""
-    model, proto, checkpoint = RunDir(model_dir).load_model(checkpoint)
+    records; 0 writes none) and returns its path.
+
+    `model`, `vocabulary`, `checkpoint`: a run directory or a `Transformer`
+    in memory with its SentencePiece model (see `model_and_vocabulary`).
+    `version` defaults to a run's checkpoint step; a model in memory needs
+    one. An XLA-compiled decoder (`decoding.jit_compile`) runs in TF
+    Serving only with --xla_cpu_compilation_enabled=true.
+    """
+    model, proto, checkpoint = model_and_vocabulary(model, vocabulary,
+                                                    checkpoint)
     if version is None:
+        if checkpoint is None:
+            raise ValueError("export_saved_model: give a model in memory a "
+                             "version= (TF Serving's version directory)")
         version = checkpoint_step(checkpoint)
     path = os.path.join(export_dir, str(version))
     if tf.io.gfile.exists(path):
@@ -80,7 +127,8 @@ def export_saved_model(model_dir, export_dir, version=None, checkpoint=None,
     if warmup_requests:
         write_warmup_requests(module, partial, warmup_requests)
     tf.io.gfile.rename(partial, path)
-    logging.info("exported %s (beam %d, alpha %g%s) to %s", checkpoint,
+    logging.info("exported %s (beam %d, alpha %g%s) to %s",
+                 checkpoint or "a model in memory",
                  decoding.beam_size, decoding.alpha,
                  ", XLA" if decoding.jit_compile else "", path)
     return path
