@@ -1,8 +1,10 @@
 """What every command-line tool does around its `main`.
 
-- `--help` shows the tool's docstring and its own flags (absl lists only
-  the "key flags" of the main module, which for a console script is the
-  script wrapper: the tool's flags are registered as its key flags).
+- `--help` shows the tool's docstring and the flags it reads (absl lists
+  only the "key flags" of the main module, which for a console script is
+  the script wrapper: the tool's flags are registered as its key flags;
+  the training flags a tool defines only to parse a training flagfile are
+  not, see `flags.SHOWN`).
 - TensorFlow's C++ start-up lines (oneDNN, CUDA stubs, CPU feature guard)
   are written before absl logging is initialised, so TF_CPP_MIN_LOG_LEVEL
   does not hide them all: they are filtered out of stderr while TensorFlow
@@ -20,6 +22,7 @@ import tempfile
 
 from absl import app, flags
 
+from t2t_repro.cli import flags as cli_flags
 from t2t_repro.config import ConfigError
 from t2t_repro.data import DataError
 from t2t_repro.training import TrainingError
@@ -41,12 +44,15 @@ _START_UP_NOISE = re.compile(
 
 
 def _register_key_flags():
-    """Makes the package's flags the main module's key flags."""
+    """Makes the package's flags that the tool reads the main module's key
+    flags: those of `cli/flags.py` it shows, every other module's."""
     main_module = sys.argv[0]
     for module, module_flags in FLAGS.flags_by_module_dict().items():
         if module.startswith("t2t_repro"):
             for flag in module_flags:
-                FLAGS.register_key_flag_for_module(main_module, flag)
+                if (module != cli_flags.__name__ or
+                        flag.name in cli_flags.SHOWN):
+                    FLAGS.register_key_flag_for_module(main_module, flag)
 
 
 def wants_tensorflow_logs():
@@ -78,8 +84,7 @@ def import_tensorflow_quietly():
 
 
 def _exit_with_error(message):
-    sys.stderr.write(f"{os.path.basename(sys.argv[0])}: error: "
-                     f"{message}\n")
+    sys.stderr.write(f"{sys.argv[0]}: error: {message}\n")
     sys.exit(2)
 
 
@@ -116,6 +121,9 @@ def run(main, positional_arguments=False, tensorflow=True):
     TensorFlow (a tool that does not need it answers in a blink)."""
     doc = sys.modules[main.__module__].__doc__
     sys.modules["__main__"].__doc__ = doc
+    # The name --help heads the flags with (a console script's full path
+    # otherwise) and errors start with.
+    sys.argv[0] = os.path.basename(sys.argv[0])
     _register_key_flags()
 
     def main_with_one_line_errors(argv):

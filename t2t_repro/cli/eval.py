@@ -17,12 +17,15 @@ import os
 from absl import flags
 
 from t2t_repro.cli import common
-from t2t_repro.cli.flags import (corpus_from_flags, decoding_from_flags,
-                                 define_checkpoint, define_decoding_flags,
-                                 define_training_flags)
+from t2t_repro.cli.flags import (accept_training_flagfiles,
+                                 check_command_line_model_flags,
+                                 corpus_from_flags, decoding_from_flags,
+                                 define_checkpoint, define_data_flags,
+                                 define_decoding_flags)
 from t2t_repro.data import DataError
 
-define_training_flags()  # the run's --flagfile and --model_dir
+accept_training_flagfiles()  # the run's --flagfile
+define_data_flags(splits=("test",))
 define_decoding_flags()
 define_checkpoint()
 flags.mark_flag_as_required("model_dir")
@@ -62,13 +65,15 @@ def write_summaries(log_dir, step, scores):
 def main():
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.evaluation import format_scores, score_corpus
-    from t2t_repro.checkpoints import RunDir, checkpoint_step
+    from t2t_repro.checkpoints import CONFIG_FILENAME, RunDir, checkpoint_step
 
     corpus = corpus_from_flags("test")
     if corpus is None:
         raise DataError("give --test_src/--test_tgt or --tfds_name")
-    model, proto, checkpoint = RunDir(FLAGS.model_dir).load_model(
-        FLAGS.checkpoint)
+    run_dir = RunDir(FLAGS.model_dir)
+    check_command_line_model_flags(run_dir.load_config(),
+                                   run_dir.file(CONFIG_FILENAME))
+    model, proto, checkpoint = run_dir.load_model(FLAGS.checkpoint)
     hypotheses, _, scores = score_corpus(
         model, make_tokenizer(proto), corpus, decoding_from_flags(),
         progress=True)

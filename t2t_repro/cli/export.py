@@ -19,9 +19,11 @@ import dataclasses
 from absl import flags
 
 from t2t_repro.cli import common
-from t2t_repro.config import CT2_QUANTIZATIONS, DEFAULT_WARMUP_REQUESTS
+from t2t_repro.config import (CT2_QUANTIZATIONS, DEFAULT_WARMUP_REQUESTS,
+                              ServingLimits)
 from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
-                                 define_decoding_flags)
+                                 define_decoding_flags, define_settings,
+                                 settings_from_flags)
 
 define_checkpoint()
 flags.DEFINE_string("export_dir", None, "Base directory of the model's "
@@ -29,6 +31,7 @@ flags.DEFINE_string("export_dir", None, "Base directory of the model's "
 flags.DEFINE_integer("version", None, "Version subdirectory (default: the "
                      "checkpoint's step).", lower_bound=0)
 define_decoding_flags()  # --beam_size and --alpha: serving_default's
+define_settings(ServingLimits)  # --max_beam_size, ...: what a request may ask
 flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
                   "saved_model: a TF Serving version directory; "
                   "ctranslate2: a CTranslate2 model (pip install -e "
@@ -66,7 +69,8 @@ def main():
                                    jit_compile=FLAGS.export_jit_compile)
     print(export_saved_model(FLAGS.model_dir, FLAGS.export_dir,
                              FLAGS.version, FLAGS.checkpoint, decoding,
-                             FLAGS.warmup_requests))
+                             FLAGS.warmup_requests,
+                             limits=settings_from_flags(ServingLimits)))
 
 
 def run():

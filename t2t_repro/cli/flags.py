@@ -2,47 +2,68 @@
 
 Most flags are generated from the settings in `t2t_repro/config.py` (name,
 default and help come from the dataclass field); the rest (data files, the
-run directory) are defined here. `define_*` functions are idempotent, so a
-tool can take several groups that share flags. Imports neither TensorFlow
-nor the library's TensorFlow modules: `--help` must stay fast.
+run directory, fine-tuning) are defined here. `define_*` functions are
+idempotent, so a tool can take several groups that share flags; each marks
+its flags as read by the tool, which shows them in its --help (`SHOWN`).
+Imports neither TensorFlow nor the library's TensorFlow modules: `--help`
+must stay fast.
 """
 
 import dataclasses
+import sys
 
 from absl import flags
 
 from t2t_repro import config as config_lib
+from t2t_repro.config import ConfigError
 from t2t_repro.data import DataError
 
 FLAGS = flags.FLAGS
 SPLITS = ("train", "dev", "test")
+_STACKS = ("num_encoder_layers", "num_decoder_layers")
+# Names of this module's flags that the running tool reads: `common.run`
+# lists them in its --help. A tool that takes a training flagfile defines
+# every training flag (`accept_training_flagfiles`), most of them unread.
+SHOWN = set()
+
+
+def _define(define, name, *args, show=True, **kwargs):
+    """`define(name, *args, **kwargs)` unless the flag exists (groups share
+    flags); marks it shown unless `show` is false."""
+    if name not in FLAGS:
+        define(name, *args, **kwargs)
+    if show:
+        SHOWN.add(name)
 
 
 def flag_name(field):
     return field.metadata.get("flag", field.name)
 
 
-def _define_setting(field):
+def _define_setting(field, show):
     meta = field.metadata
     name, default, help_text = flag_name(field), field.default, meta["help"]
     bounds = {k: meta[k] for k in ("lower_bound", "upper_bound") if k in meta}
     if "choices" in meta:
-        flags.DEFINE_enum(name, default, list(meta["choices"]), help_text)
+        _define(flags.DEFINE_enum, name, default, list(meta["choices"]),
+                help_text, show=show)
     elif field.type is bool:
-        flags.DEFINE_bool(name, default, help_text)
+        _define(flags.DEFINE_bool, name, default, help_text, show=show)
     elif field.type is int:
-        flags.DEFINE_integer(name, default, help_text, **bounds)
+        _define(flags.DEFINE_integer, name, default, help_text, show=show,
+                **bounds)
     elif field.type is float:
-        flags.DEFINE_float(name, default, help_text, **bounds)
+        _define(flags.DEFINE_float, name, default, help_text, show=show,
+                **bounds)
     else:
-        flags.DEFINE_string(name, default, help_text)
+        _define(flags.DEFINE_string, name, default, help_text, show=show)
 
 
-def define_settings(settings_class):
+def define_settings(settings_class, show=True):
     """A flag for each field of `settings_class` that has help text."""
     for field in dataclasses.fields(settings_class):
-        if "help" in field.metadata and flag_name(field) not in FLAGS:
-            _define_setting(field)
+        if "help" in field.metadata:
+            _define_setting(field, show)
 
 
 def settings_from_flags(settings_class, **overrides):
@@ -55,77 +76,128 @@ def settings_from_flags(settings_class, **overrides):
 
 # The run directory and its checkpoint ---------------------------------------
 
-def define_model_dir(help_text="Run directory: checkpoints, vocabulary, "
-                     "config and TensorBoard events (t2t-train or "
-                     "t2t-average)."):
-    if "model_dir" not in FLAGS:
-        flags.DEFINE_string("model_dir", None, help_text)
+def define_model_dir(show=True):
+    _define(flags.DEFINE_string, "model_dir", None, "Run directory: "
+            "checkpoints, vocabulary, config and TensorBoard events "
+            "(t2t-train or t2t-average).", show=show)
 
 
 def define_checkpoint():
     define_model_dir()
-    if "checkpoint" not in FLAGS:
-        flags.DEFINE_string("checkpoint", None, "Checkpoint of --model_dir "
-                            "to use (default: the latest).")
+    _define(flags.DEFINE_string, "checkpoint", None, "Checkpoint of "
+            "--model_dir to use (default: the latest).")
 
 
 # The model -----------------------------------------------------------------
 
-def define_model_flags():
+def define_model_flags(show=True):
     """The `TransformerConfig` fields, and --num_layers for both stacks."""
-    if "num_layers" in FLAGS:
-        return
-    flags.DEFINE_integer("num_layers", None, "Encoder and decoder layers N "
-                         "(each); --num_encoder_layers/--num_decoder_layers "
-                         "override it.", lower_bound=1)
-    define_settings(config_lib.TransformerConfig)
+    _define(flags.DEFINE_integer, "num_layers", None, "Encoder and decoder "
+            "layers N (each); --num_encoder_layers/--num_decoder_layers "
+            "override it.", lower_bound=1, show=show)
+    define_settings(config_lib.TransformerConfig, show)
+
+
+def _depths_from_num_layers():
+    """{stack: --num_layers} for the stacks whose own flag is not given."""
+    if FLAGS.num_layers is None:
+        return {}
+    return {stack: FLAGS.num_layers for stack in _STACKS
+            if not FLAGS[stack].present}
 
 
 def model_config_from_flags(vocab_size=None):
     """The `TransformerConfig` the flags describe; raises ConfigError."""
-    depth = {}
-    for stack in ("num_encoder_layers", "num_decoder_layers"):
-        if not FLAGS[stack].present and FLAGS.num_layers is not None:
-            depth[stack] = FLAGS.num_layers
+    overrides = _depths_from_num_layers()
     if vocab_size is not None:
-        depth["vocab_size"] = vocab_size
-    return settings_from_flags(config_lib.TransformerConfig, **depth)
+        overrides["vocab_size"] = vocab_size
+    return settings_from_flags(config_lib.TransformerConfig, **overrides)
+
+
+def _command_line_flag_names(argv):
+    """Names of the flags in `argv` itself, not in its --flagfiles."""
+    names = set()
+    for arg in argv[1:]:
+        if arg == "--":
+            break
+        if arg.startswith("-"):
+            name = arg.lstrip("-").split("=", 1)[0]
+            if name not in FLAGS and name[2:] in FLAGS:
+                name = name[2:]  # --noflag
+            names.add(name)
+    return names
+
+
+def model_flags_given(command_line_only=False):
+    """{TransformerConfig field: value} of the model flags given, in a
+    flagfile or on the command line (with `command_line_only`, on the
+    command line itself); --num_layers counts for the stacks it sets."""
+    given = (_command_line_flag_names(sys.argv) if command_line_only else
+             {name for name in FLAGS if FLAGS[name].present})
+    values = {field.name: FLAGS[flag_name(field)].value
+              for field in dataclasses.fields(config_lib.TransformerConfig)
+              if flag_name(field) in given}
+    if "num_layers" in given:
+        values.update(_depths_from_num_layers())
+    return values
+
+
+def model_differences(given, config):
+    """'d_model 256 != 512, ...': the `given` values (flag value first)
+    that differ from `config`'s; empty if none."""
+    return ", ".join(f"{name} {value} != {getattr(config, name)}"
+                     for name, value in given.items()
+                     if value != getattr(config, name))
+
+
+def check_command_line_model_flags(config, config_path):
+    """Refuses a model flag given on the command line that differs from
+    `config` (a run's config.json, which the tool uses instead of the
+    flags): it would be silently ignored. A flagfile's model flags are not
+    checked: a training recipe describes other runs too, and a run may
+    have overridden it."""
+    differences = model_differences(
+        model_flags_given(command_line_only=True), config)
+    if differences:
+        raise ConfigError(f"the model is {config_path}'s, and the command "
+                          f"line's model flags differ: {differences}")
 
 
 # Data ----------------------------------------------------------------------
 
-def define_data_flags():
-    """Flags naming the train/dev/test data."""
-    if "train_src" in FLAGS:
+def define_data_flags(splits=SPLITS, show=True):
+    """Flags naming the train/dev/test data; those of `splits` shown."""
+    validate = "train_src" not in FLAGS  # the validators, once
+    for split in SPLITS:
+        shown = show and split in splits
+        _define(flags.DEFINE_string, f"{split}_src", None,
+                f"{split} source text file, one sentence a line (.gz "
+                "allowed).", show=shown)
+        _define(flags.DEFINE_string, f"{split}_tgt", None,
+                f"{split} target text file, line-aligned with "
+                f"--{split}_src.", show=shown)
+        _define(flags.DEFINE_string, f"tfds_{split}_split",
+                {"dev": "validation"}.get(split, split),
+                f"TFDS {split} split.", show=shown)
+        _define(flags.DEFINE_string, f"{split}_trees", None,
+                f"{split} treebank for the parsing task: one bracketed (Penn "
+                "Treebank style) tree a line; words in, linearised trees "
+                "out (t2t_repro/parsing.py).", show=shown)
+    _define(flags.DEFINE_string, "tfds_name", None,
+            "TFDS translation builder, e.g. wmt14_translate/de-en (used for "
+            "splits without text files).", show=show)
+    _define(flags.DEFINE_string, "source_lang", None, "Source language "
+            "code, e.g. en (the TFDS direction).", show=show)
+    _define(flags.DEFINE_string, "target_lang", None, "Target language "
+            "code, e.g. de: the TFDS direction, and how BLEU tokenizes "
+            "(German compounds, zh/ja/ko). flags/data/*.cfg set it.",
+            show=show)
+    _define(flags.DEFINE_string, "tfds_data_dir", None,
+            "TFDS data directory.", show=show)
+    _define(flags.DEFINE_string, "tfds_manual_dir", None,
+            "Directory of manually downloaded TFDS archives.", show=show)
+    if not validate:
         return
-    for split in SPLITS:
-        flags.DEFINE_string(f"{split}_src", None,
-                            f"{split} source text file, one sentence a line "
-                            "(.gz allowed).")
-        flags.DEFINE_string(f"{split}_tgt", None,
-                            f"{split} target text file, line-aligned with "
-                            f"--{split}_src.")
-    flags.DEFINE_string("tfds_name", None,
-                        "TFDS translation builder, e.g. wmt14_translate/de-en"
-                        " (used for splits without text files).")
-    flags.DEFINE_string("tfds_train_split", "train", "TFDS training split.")
-    flags.DEFINE_string("tfds_dev_split", "validation", "TFDS dev split.")
-    flags.DEFINE_string("tfds_test_split", "test", "TFDS test split.")
-    flags.DEFINE_string("source_lang", None, "Source language code, e.g. "
-                        "en (the TFDS direction).")
-    flags.DEFINE_string("target_lang", None, "Target language code, e.g. "
-                        "de: the TFDS direction, and how BLEU tokenizes "
-                        "(German compounds, zh/ja/ko). flags/data/*.cfg "
-                        "set it.")
-    flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory.")
-    flags.DEFINE_string("tfds_manual_dir", None,
-                        "Directory of manually downloaded TFDS archives.")
-    for split in SPLITS:
-        flags.DEFINE_string(f"{split}_trees", None,
-                            f"{split} treebank for the parsing task: one "
-                            "bracketed (Penn Treebank style) tree a line; "
-                            "words in, linearised trees out "
-                            "(t2t_repro/parsing.py).")
     for split in SPLITS:
         flags.register_multi_flags_validator(
             [f"{split}_src", f"{split}_tgt"],
@@ -163,40 +235,58 @@ def corpus_from_flags(split):
 
 # Training ------------------------------------------------------------------
 
-def define_training_flags():
-    """Every t2t-train flag, so that the tools that read a training
-    flagfile (t2t-eval, t2t-summary) accept all of it."""
-    if "train_steps" in FLAGS:
-        return
-    define_model_flags()
-    define_data_flags()
-    define_model_dir()
-    define_settings(config_lib.TrainingOptions)
-    define_decoding_flags()  # how the test set is decoded after training
-    flags.DEFINE_integer("average_last", 1, "Translate the test set with "
-                         "the average of the last N checkpoints (the paper "
-                         "averages 5), written to MODEL_DIR/average for "
-                         "t2t-eval/t2t-export.", lower_bound=1)
-    flags.DEFINE_integer("vocab_sample_pairs", 2_000_000,
-                         "Training pairs read to learn the SentencePiece "
-                         "model.", lower_bound=1)
-    flags.DEFINE_enum("spm_model_type", "bpe", ["bpe", "unigram"],
-                      "SentencePiece model type.")
-    flags.DEFINE_integer("cpu_devices", 1, "Split the CPU into this many "
-                         "logical devices and mirror over them.",
-                         lower_bound=1)
-    flags.register_multi_flags_validator(
-        ["average_last", "keep_checkpoints"],
-        lambda v: v["average_last"] <= v["keep_checkpoints"],
-        message="--average_last cannot exceed --keep_checkpoints (the "
-        "checkpoints it averages must still be there)")
+def define_training_flags(show=True):
+    """Every t2t-train flag."""
+    validate = "train_steps" not in FLAGS  # the validator, once
+    define_model_flags(show)
+    define_data_flags(show=show)
+    define_model_dir(show)
+    define_settings(config_lib.TrainingOptions, show)
+    define_decoding_flags(show)  # how the test set is decoded after training
+    _define(flags.DEFINE_integer, "average_last", 1, "Translate the test "
+            "set with the average of the last N checkpoints (the paper "
+            "averages 5), written to MODEL_DIR/average for "
+            "t2t-eval/t2t-export.", lower_bound=1, show=show)
+    _define(flags.DEFINE_integer, "vocab_sample_pairs", 2_000_000,
+            "Training pairs read to learn the SentencePiece model.",
+            lower_bound=1, show=show)
+    _define(flags.DEFINE_enum, "spm_model_type", "bpe", ["bpe", "unigram"],
+            "SentencePiece model type.", show=show)
+    _define(flags.DEFINE_integer, "cpu_devices", 1, "Split the CPU into "
+            "this many logical devices and mirror over them.",
+            lower_bound=1, show=show)
+    _define(flags.DEFINE_string, "init_from", None, "Fine-tune: start a "
+            "new run from another run's weights, RUN_DIR (its latest "
+            "checkpoint) or RUN_DIR/ckpt-N. Its config.json and spm.model "
+            "are copied into --model_dir (a model flag that differs is "
+            "refused); the optimizer and the learning-rate schedule start "
+            "afresh at step 0. The source is only read. Ignored once "
+            "--model_dir has checkpoints: the run resumes from them "
+            "(docs/fine_tuning.md).", show=show)
+    _define(flags.DEFINE_bool, "init_optimizer_slots", False, "With "
+            "--init_from, also take the source checkpoint's Adam moments; "
+            "the step, and so the learning-rate schedule, still start at "
+            "0.", show=show)
+    if validate:
+        flags.register_multi_flags_validator(
+            ["average_last", "keep_checkpoints"],
+            lambda v: v["average_last"] <= v["keep_checkpoints"],
+            message="--average_last cannot exceed --keep_checkpoints (the "
+            "checkpoints it averages must still be there)")
+
+
+def accept_training_flagfiles():
+    """Defines every t2t-train flag without showing it: a tool that takes
+    a training flagfile (t2t-eval, t2t-summary) parses all of it, and its
+    --help lists only the flags it reads."""
+    define_training_flags(show=False)
 
 
 # Decoding ------------------------------------------------------------------
 
-def define_decoding_flags():
+def define_decoding_flags(show=True):
     """The `DecodingOptions` fields: --beam_size, --alpha, ..."""
-    define_settings(config_lib.DecodingOptions)
+    define_settings(config_lib.DecodingOptions, show)
 
 
 def decoding_from_flags():

@@ -4,9 +4,11 @@
 """
 
 from t2t_repro.cli import common
-from t2t_repro.cli.flags import define_training_flags, model_config_from_flags
+from t2t_repro.cli.flags import (accept_training_flagfiles,
+                                 define_model_flags, model_config_from_flags)
 
-define_training_flags()  # so every flagfile, e.g. flags/multi30k.cfg, parses
+accept_training_flagfiles()  # e.g. flags/multi30k.cfg
+define_model_flags()
 
 
 def parameter_rows(model):

@@ -9,6 +9,8 @@ Every hyper-parameter is a flag; `--flagfile=flags/...` gives the presets
 (a recipe, and for Multi30k a data flagfile from flags/data/). Every data
 file given is checked before training starts.
 Re-running the same command on an existing model_dir resumes it.
+`--init_from=RUN_DIR` fine-tunes: a new run starts from another run's
+weights and vocabulary (docs/fine_tuning.md).
 """
 
 import sys
@@ -18,9 +20,9 @@ from absl import flags, logging
 from t2t_repro.cli import common
 from t2t_repro.cli.flags import (SPLITS, corpus_from_flags,
                                  decoding_from_flags, define_training_flags,
-                                 model_config_from_flags,
-                                 settings_from_flags)
-from t2t_repro.config import TrainingOptions
+                                 model_config_from_flags, model_differences,
+                                 model_flags_given, settings_from_flags)
+from t2t_repro.config import ConfigError, TrainingOptions
 from t2t_repro.data import DataError
 
 define_training_flags()
@@ -44,7 +46,35 @@ def vocabulary_trainer(corpus):
     return train
 
 
+def fine_tuning_start(run_dir, is_chief):
+    """The checkpoint --init_from names, its run's config.json and
+    spm.model copied into `run_dir`; None if `run_dir` has checkpoints
+    (it resumes from them). Either way a model flag that differs from the
+    config.json the run takes is refused."""
+    from t2t_repro import fine_tuning
+    from t2t_repro.checkpoints import CONFIG_FILENAME
+
+    if run_dir.latest_checkpoint():
+        logging.info("--init_from ignored: %s has checkpoints, resuming "
+                     "from them", run_dir.path)
+        model_run, checkpoint = run_dir, None
+    else:
+        model_run, checkpoint = fine_tuning.source_of(FLAGS.init_from)
+    given = model_flags_given()
+    # The size of a SentencePiece model to learn: none is.
+    given.pop("vocab_size", None)
+    differences = model_differences(given, model_run.load_config())
+    if differences:
+        raise ConfigError(f"--init_from: the model differs from "
+                          f"{model_run.file(CONFIG_FILENAME)}: "
+                          f"{differences}")
+    if checkpoint and is_chief:
+        fine_tuning.copy_model_and_vocabulary(model_run, run_dir)
+    return checkpoint
+
+
 def main():
+    from t2t_repro import fine_tuning
     from t2t_repro.training import distribution
     from t2t_repro.checkpoints import RunDir, checkpoint_step
     from t2t_repro.data import pipeline, vocabulary
@@ -69,14 +99,20 @@ def main():
     if distribution.is_chief(strategy):
         # Before the vocabulary is written (the Trainer takes it too).
         run_dir.lock_for_training()
+    init_checkpoint = (fine_tuning_start(run_dir,
+                                         distribution.is_chief(strategy))
+                       if FLAGS.init_from else None)
     proto = run_dir.ensure_vocabulary(vocabulary_trainer(train_corpus),
                                       distribution.is_chief(strategy))
+    # A fine-tuned run's model is its config.json, the source's copy.
+    model_config = (run_dir.load_config() if FLAGS.init_from else
+                    model_config_from_flags(
+                        vocab_size=vocabulary.vocab_size_of(proto)))
     pipeline.check_a_pair_fits(
-        train_pairs, vocabulary.make_tokenizer(proto), FLAGS.max_length,
-        FLAGS.overlong, train_corpus.trees_path or train_corpus.source_path or
+        train_pairs, vocabulary.make_tokenizer(proto),
+        model_config.max_length, FLAGS.overlong,
+        train_corpus.trees_path or train_corpus.source_path or
         FLAGS.tfds_name)
-    model_config = model_config_from_flags(
-        vocab_size=vocabulary.vocab_size_of(proto))
     options = settings_from_flags(TrainingOptions)
     evaluator = None if dev_pairs is None else DevEvaluator(
         dev_pairs, proto, model_config.max_length, options,
@@ -84,6 +120,9 @@ def main():
         target_lang=dev_corpus.target_lang)
     trainer = Trainer(model_config, options, strategy, proto, train_pairs,
                       evaluator)
+    if init_checkpoint:
+        fine_tuning.initialize(trainer, init_checkpoint,
+                               FLAGS.init_optimizer_slots)
     trainer.train()
     if trainer.interrupted_by is not None:
         # A scheduler must see that the run did not finish.

@@ -3,21 +3,45 @@
     t2t-translate --model_dir=runs/multi30k --input=src.en --output=out.de
     echo "A dog runs." | t2t-translate --saved_model=exports/multi30k/800
     t2t-translate --ctranslate2=exports/multi30k-ct2 < src.en
+    t2t-translate --model_dir=runs/x --input=all.en.gz --output=all.de
+    ... --resume            # the same command again after a crash: goes on
 
 Uses a run's checkpoint (`--model_dir`, optionally `--checkpoint`), an
 exported SavedModel (`--saved_model`) or a CTranslate2 export
 (`--ctranslate2`, the `[ct2]` extra; beam search rescored with our length
-penalty). Sentences are batched by length and
-the output keeps the input's order, one line per input line.
-"""
+penalty; 1-best only).
 
-import sys
+Streaming: reads --buffer_size lines at a time, translates them in
+batches of similar length and appends their translations to --output in
+input order, flushed, so memory is bounded by the buffer and a crash
+leaves every finished line. `--resume` continues an interrupted run: it
+cuts a partial last line (or n-best group) off --output, skips as many
+inputs as it holds and appends the rest. Output is UTF-8 whatever the
+locale.
+
+Output, one of:
+  default         TRANSLATION                        one line per input
+  --with_scores   SCORE ||| TRANSLATION              one line per input
+  --n_best=K      INDEX ||| TRANSLATION ||| SCORE    K lines per input
+With --n_best (K <= --beam_size), INDEX is the input's 0-based line number
+and an input's K lines are K different hypotheses (different subword
+sequences; two may detokenize alike), best first; the first is the
+translation the default output has. (The Moses n-best format without its
+feature field; --with_scores is OpenNMT-tf's.)
+SCORE is what beam search ranks by: log P(translation), summed over its
+subword tokens and EOS, divided by the length penalty ((5 + length) / 6)
+** alpha, length counting EOS (GNMT's; --alpha=0 gives the plain log
+probability). Printed with 6 decimals. t2t-score scores given
+translations.
+"""
 
 from absl import flags
 
 from t2t_repro.cli import common
 from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
                                  define_decoding_flags)
+from t2t_repro.cli.streaming import (count_lines, define_streaming_flags,
+                                     run_stream)
 
 define_checkpoint()
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory, "
@@ -28,15 +52,27 @@ flags.DEFINE_integer("threads", 0, "CPU threads for --ctranslate2 (0: its "
                      "default).", lower_bound=0)
 flags.DEFINE_string("input", "-", "Source sentences, one per line (.gz "
                     "too); - for stdin.")
-flags.DEFINE_string("output", "-", "Where to write translations; - for "
-                    "stdout.")
+define_streaming_flags("Where to write translations; - for stdout.")
+flags.DEFINE_integer("n_best", 1, "Write this many hypotheses per input, "
+                     "best first, with their scores (at most --beam_size; "
+                     "format above).", lower_bound=1)
+flags.DEFINE_bool("with_scores", False, "Write SCORE ||| TRANSLATION "
+                  "(score above).")
 define_decoding_flags()
-flags.DEFINE_bool("progress", True, "Show progress on stderr.")
 flags.register_multi_flags_validator(
     ["model_dir", "saved_model", "ctranslate2"],
     lambda f: sum(f[name] is not None for name in f) == 1,
     message="give exactly one of --model_dir, --saved_model and "
     "--ctranslate2")
+flags.register_multi_flags_validator(
+    ["n_best", "beam_size"], lambda f: f["n_best"] <= f["beam_size"],
+    message="--n_best cannot exceed --beam_size: beam search keeps "
+    "beam_size hypotheses")
+flags.register_multi_flags_validator(
+    ["n_best", "ctranslate2"],
+    lambda f: f["n_best"] == 1 or f["ctranslate2"] is None,
+    message="--n_best is for --model_dir and --saved_model; --ctranslate2 "
+    "translates 1-best")
 
 FLAGS = flags.FLAGS
 
@@ -57,20 +93,38 @@ def make_translator():
     return Translator(model, make_tokenizer(proto), decoding_from_flags())
 
 
-def main():
-    from t2t_repro.data.text_files import STDIN, read_lines
+def output_lines(n_best_lists, first_index):
+    """The output lines (format in the module docstring) of the n-best
+    lists of consecutive inputs, the first of which is input
+    `first_index`."""
+    if FLAGS.n_best > 1:
+        return [f"{first_index + offset} ||| {text} ||| {score:.6f}"
+                for offset, n_best in enumerate(n_best_lists)
+                for text, score in n_best]
+    best = [n_best[0] for n_best in n_best_lists]
+    if FLAGS.with_scores:
+        return [f"{score:.6f} ||| {text}" for text, score in best]
+    return [text for text, _ in best]
 
-    sentences = read_lines(FLAGS.input)
+
+def main():
+    from t2t_repro.data.text_files import numbered_lines
+    from t2t_repro.inference import warn_truncated
+
+    # Before the model loads: a bad input fails in a second.
+    total = count_lines(FLAGS.input)
     translator = make_translator()
-    translations = translator.translate(sentences, progress=FLAGS.progress)
-    text = "".join(t + "\n" for t in translations)
-    if FLAGS.output == STDIN:
-        sys.stdout.write(text)
-    else:
-        with open(FLAGS.output, "w", encoding="utf-8") as handle:
-            handle.write(text)
+
+    def translate(sentences, first_index, progress):
+        n_best_lists, truncated = translator.translate_n_best(
+            sentences, FLAGS.n_best, progress)
+        return output_lines(n_best_lists, first_index), truncated
+
+    translated, truncated = run_stream(
+        (text for _, text in numbered_lines(FLAGS.input)), total, translate,
+        FLAGS.n_best, FLAGS.input, "translated", "sentences")
+    warn_truncated(truncated, translated)
 
 
 def run():
     common.run(main)
-

@@ -1,7 +1,10 @@
 """The training metrics between two log lines: accumulated from the
-compiled step's outputs without host syncs, then logged and written to
-TensorBoard."""
+compiled step's outputs without host syncs, then logged (with the step
+count and an ETA) and written to TensorBoard; and the progress bar shown
+on a terminal."""
 
+import logging as python_logging
+import sys
 import time
 
 import numpy as np
@@ -45,14 +48,84 @@ class IntervalMetrics:
         }
 
 
-def write_metrics(metrics, step, writer):
+def format_duration(seconds):
+    """'45s', '4m12s', '2h05m' or '3d04h': the two largest units."""
+    seconds = max(0, round(seconds))
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{seconds:02d}s"
+    return f"{seconds}s"
+
+
+def log_line(metrics, step, train_steps):
+    """`metrics` at `step` as one line: the run's progress, the metrics and
+    the ETA, the time the remaining steps take at the interval's rate."""
+    eta = max(train_steps - step, 0) * metrics["seconds_per_step"]
+    return (f"step {step}/{train_steps} loss {metrics['loss']:.4f} "
+            f"acc {metrics['accuracy']:.3f} lr {metrics['learning_rate']:.3g} "
+            f"|g| {metrics['grad_norm']:.3f} "
+            f"{metrics['tokens_per_second']:.0f} tok/s "
+            f"pad-eff {metrics['padding_efficiency']:.2f} "
+            f"{metrics['seconds_per_step']:.3f} s/step "
+            f"ETA {format_duration(eta)}")
+
+
+def write_metrics(metrics, step, train_steps, writer):
     """To TensorBoard (`writer`) and one log line."""
     with writer.as_default(step=step):
         for name, value in metrics.items():
             tf.summary.scalar(name, value)
-    logging.info(
-        "step %d loss %.4f acc %.3f lr %.3g |g| %.3f %.0f tok/s "
-        "pad-eff %.2f %.3f s/step", step, metrics["loss"],
-        metrics["accuracy"], metrics["learning_rate"], metrics["grad_norm"],
-        metrics["tokens_per_second"], metrics["padding_efficiency"],
-        metrics["seconds_per_step"])
+    logging.info("%s", log_line(metrics, step, train_steps))
+
+
+class ProgressBar:
+    """The run's steps as a tqdm bar on `stream` (stderr) if it is a
+    terminal; a log file or CI gets the log lines alone. A log record
+    clears the bar before the root logger's handlers (absl's, in the
+    tools) write it, so that the line is not written into the bar; the
+    next step redraws it.
+
+    tqdm comes with tensorflow-datasets and nltk, both dependencies.
+    """
+
+    def __init__(self, train_steps, step, stream=None):
+        stream = stream or sys.stderr
+        self._bar = None
+        if not stream.isatty():
+            return
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=train_steps, initial=step, unit="step",
+                         file=stream, dynamic_ncols=True)
+        self._clear_first = _ClearBefore(self._bar)
+        self._handlers = list(python_logging.getLogger().handlers)
+        for handler in self._handlers:
+            handler.addFilter(self._clear_first)
+
+    def advance(self):
+        if self._bar is not None:
+            self._bar.update()
+
+    def close(self):
+        if self._bar is not None:
+            for handler in self._handlers:
+                handler.removeFilter(self._clear_first)
+            self._bar.close()
+
+
+class _ClearBefore(python_logging.Filter):
+    """Clears `bar` before each record is written; filters nothing out."""
+
+    def __init__(self, bar):
+        super().__init__()
+        self.bar = bar
+
+    def filter(self, record):
+        self.bar.clear()
+        return True

@@ -1,17 +1,26 @@
 """The command-line tools as a user meets them: --help, start-up output,
 errors, and flags generated from the settings in t2t_repro/config.py."""
 
+import dataclasses
+import json
 import os
+import re
 import subprocess
 import sys
+import tomllib
+from importlib import metadata
 
 import pytest
 
 from processes import REPO, quiet_environment
+from t2t_repro.cli.flags import flag_name
+from t2t_repro.config import (DecodingOptions, TrainingOptions,
+                              TransformerConfig)
 
 TOOLS = {  # tool module: flags its --help must list
     "train": ["--train_steps", "--d_model", "--num_layers", "--train_src",
-              "--model_dir", "--mixed_precision", "--keep_best"],
+              "--model_dir", "--mixed_precision", "--keep_best",
+              "--init_from", "--init_optimizer_slots"],
     "eval": ["--beam_size", "--checkpoint", "--test_src", "--output_dir"],
     "translate": ["--beam_size", "--alpha", "--saved_model", "--input",
                   "--decode_batch_tokens", "--model_dir"],
@@ -106,10 +115,157 @@ def test_python_dash_m_runs_a_tool_and_rejects_stray_arguments():
     assert stray.stderr.splitlines() == [
         "t2t-summary: error: unexpected arguments ['stray']: every input is "
         "a --flag"]
-    unknown = subprocess.run(command + ["nope"], cwd=REPO,
-                             capture_output=True, text=True, timeout=300)
-    assert unknown.returncode == 1
-    assert "usage: python -m t2t_repro.cli {attention," in unknown.stderr
+
+
+def _t2t(*args):
+    """`t2t *args`, run as `python -m t2t_repro.cli` (the same `main`)."""
+    return subprocess.run([sys.executable, "-m", "t2t_repro.cli", *args],
+                          cwd=REPO, env=_user_environment(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def _console_scripts():
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as handle:
+        return tomllib.load(handle)["project"]["scripts"]
+
+
+def test_t2t_lists_every_tool_with_its_docstrings_summary():
+    scripts = _console_scripts()
+    assert scripts["t2t"] == "t2t_repro.cli.__main__:main"
+    [installed] = metadata.entry_points(group="console_scripts", name="t2t")
+    assert installed.value == scripts["t2t"]
+    listed = _t2t("--help")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    tools = listed.stdout.split("\ntools:\n")[1].splitlines()
+    assert [line.split()[0] for line in tools] == sorted(
+        name.removeprefix("t2t-") for name in scripts if name != "t2t")
+    assert "  train      train a Transformer from the command line." in tools
+    # A first paragraph over two lines of the docstring, on one.
+    assert ("  export     write a trained run as a SavedModel for TF Serving, "
+            "or as a CTranslate2 model.") in tools
+    alone = _t2t()
+    assert alone.returncode == 2 and alone.stderr == listed.stdout
+
+
+def test_t2t_runs_a_tool_and_refuses_an_unknown_one_in_a_line():
+    tool = _t2t("eval", "--help")
+    assert tool.returncode == 1, tool.stderr[-2000:]  # absl's, for --help
+    assert tool.stdout.startswith("t2t-eval:")
+    unknown = _t2t("nope", "--help")
+    assert unknown.returncode == 2
+    assert unknown.stderr.splitlines() == [
+        "t2t: error: no tool 'nope'; the tools: " + ", ".join(sorted(
+            name.removeprefix("t2t-") for name in _console_scripts()
+            if name != "t2t")) + " (t2t --help)"]
+
+
+def _flags_of(settings_class):
+    return {f"--{flag_name(field)}" for field in dataclasses.fields(
+        settings_class) if "help" in field.metadata}
+
+
+# Training flags t2t-eval and t2t-summary define (a training flagfile must
+# parse) but do not read.
+_TRAINING_ONLY = _flags_of(TrainingOptions) | {
+    "--train_src", "--dev_src", "--tfds_train_split", "--average_last",
+    "--vocab_sample_pairs", "--init_from", "--cpu_devices"}
+
+
+@pytest.mark.parametrize("tool, unread", [
+    ("eval", _TRAINING_ONLY | _flags_of(TransformerConfig) | {"--num_layers"}),
+    ("summary", _TRAINING_ONLY | _flags_of(DecodingOptions) |
+     {"--model_dir", "--test_src"}),
+])
+def test_help_lists_no_flag_the_tool_does_not_read(tool, unread):
+    result = _python(_HELP, tool)
+    assert result.returncode == 0, result.stderr[-2000:]
+    listed = set(re.findall(r"^  (--[a-z_0-9]+)", result.stdout.replace(
+        "--[no]", "--"), re.MULTILINE))
+    assert listed and not listed & unread, listed & unread
+
+
+_PARSE_TRAINING_FLAGFILE = """
+import sys
+from absl import flags
+tool = sys.argv[1]
+__import__(f"t2t_repro.cli.{tool}")
+flags.FLAGS([f"t2t-{tool}", "--flagfile=flags/multi30k.cfg",
+             "--model_dir=run"])
+print(flags.FLAGS.train_steps, flags.FLAGS.d_model, flags.FLAGS.test_src)
+"""
+
+
+@pytest.mark.parametrize("tool", ["eval", "summary"])
+def test_a_training_flagfile_still_parses(tool):
+    result = _python(_PARSE_TRAINING_FLAGFILE, tool)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == [
+        "950", "256", "data/multi30k/test_2016_flickr.en.gz"]
+
+
+_CHECK_MODEL_FLAGS = """
+import json
+import sys
+from absl import flags
+from t2t_repro.cli import eval
+from t2t_repro.cli.flags import check_command_line_model_flags
+from t2t_repro.config import ConfigError, TransformerConfig
+run = TransformerConfig(vocab_size=100, d_model=32, num_heads=2, d_ff=64,
+                        num_encoder_layers=1, num_decoder_layers=1,
+                        pre_norm=True)
+for argv in json.loads(sys.argv[1]):
+    sys.argv = ["t2t-eval", "--model_dir=RUN", *argv]
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(sys.argv)
+    try:
+        check_command_line_model_flags(run, "RUN/config.json")
+        print("accepted")
+    except ConfigError as error:
+        print(error)
+"""
+
+
+def test_command_line_model_flags_that_differ_from_the_run_are_refused():
+    cases = {
+        ("--d_model=32", "--num_heads", "2"): "accepted",
+        ("--pre_norm",): "accepted",
+        # A training recipe: describes other runs, the run may override it.
+        ("--flagfile=flags/tiny.cfg",): "accepted",
+        ("--d_model=64", "--num_heads=8"):
+            "d_model 64 != 32, num_heads 8 != 2",
+        ("--num_layers=3", "--num_decoder_layers=1"):
+            "num_encoder_layers 3 != 1",
+        ("--nopre_norm", "--flagfile=flags/tiny.cfg"):
+            "pre_norm False != True",
+    }
+    result = _python(_CHECK_MODEL_FLAGS, json.dumps(list(cases)))
+    assert result.returncode == 0, result.stderr[-2000:]
+    refused = ("the model is RUN/config.json's, and the command line's model "
+               "flags differ: ")
+    assert result.stdout.splitlines() == [
+        answer if answer == "accepted" else refused + answer
+        for answer in cases.values()]
+
+
+def test_eval_refuses_a_model_flag_and_translate_export_do_not_take_one(
+        toy_run_dir, tmp_path):
+    (tmp_path / "test.de").write_text("ein hund läuft\n")
+    (tmp_path / "test.en").write_text("a dog runs\n")
+    evaluated = _t2t("eval", f"--model_dir={toy_run_dir}", "--d_model=64",
+                     f"--test_src={tmp_path}/test.de",
+                     f"--test_tgt={tmp_path}/test.en")
+    assert evaluated.returncode == 2
+    assert evaluated.stderr.splitlines() == [
+        f"t2t-eval: error: the model is {toy_run_dir}/config.json's, and the "
+        "command line's model flags differ: d_model 64 != 32"]
+    for tool in ("translate", "export"):
+        result = _t2t(tool, f"--model_dir={toy_run_dir}", "--d_model=64",
+                      f"--export_dir={tmp_path}/export"
+                      if tool == "export" else "--input=-")
+        assert result.returncode == 2
+        [line] = result.stderr.splitlines()
+        assert line.startswith(
+            f"t2t-{tool}: error: Unknown command line flag 'd_model'")
 
 
 _CONFIG = """

@@ -361,7 +361,7 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
         stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     for line in process.stderr:
-        if "step 5 loss" in line or time.time() > deadline:
+        if "step 5/" in line or time.time() > deadline:
             break
     process.send_signal(signal.SIGTERM)
     output, rest = process.communicate(timeout=120)

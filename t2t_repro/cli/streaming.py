@@ -1,0 +1,139 @@
+"""What t2t-translate and t2t-score share: inputs read, processed and
+written in chunks of --buffer_size lines, so that memory is bounded by a
+chunk, not by the file; each finished chunk appended to --output and
+flushed, so that a crash leaves every finished line and --resume continues
+after it; UTF-8 output whatever the locale; progress on stderr.
+
+Defines flags (in `define_streaming_flags`) but imports neither TensorFlow
+nor the library's TensorFlow modules: `--help` must stay fast.
+"""
+
+import itertools
+import os
+import sys
+
+from absl import flags, logging
+
+from t2t_repro.data import DataError
+
+FLAGS = flags.FLAGS
+STDOUT = "-"
+
+
+def define_streaming_flags(output_help):
+    if "buffer_size" in FLAGS:
+        return
+    flags.DEFINE_string("output", STDOUT, output_help)
+    flags.DEFINE_integer("buffer_size", 1000, "Input lines read, processed "
+                         "and written at a time: memory is bounded by it, "
+                         "and batches are sorted by length within it (a "
+                         "larger buffer pads less).", lower_bound=1)
+    flags.DEFINE_bool("resume", False, "Continue an interrupted run: keep "
+                      "the complete lines --output already holds (a partial "
+                      "last line is cut off), skip as many inputs and "
+                      "append the rest. Use the same flags as the "
+                      "interrupted run. Without it, --output is overwritten.")
+    flags.DEFINE_bool("progress", True, "Show progress on stderr: a bar "
+                      "with rate and ETA on a terminal, else a line every "
+                      "30 s and one at the end.")
+    flags.register_multi_flags_validator(
+        ["resume", "output"],
+        lambda values: not values["resume"] or values["output"] != STDOUT,
+        message="--resume continues an --output file; stdout cannot be "
+        "resumed")
+
+
+def count_lines(path):
+    """The lines of a regular file (checked as UTF-8, gzip too), or None
+    for stdin or a pipe, which cannot be read twice."""
+    from t2t_repro.data.text_files import check_exists, numbered_lines
+
+    check_exists(path)
+    if not os.path.isfile(path):
+        return None
+    return sum(1 for _ in numbered_lines(path))
+
+
+def resume_point(path, lines_per_input):
+    """How many inputs the output file `path` holds all lines of (0 if it
+    does not exist). Cuts the file after them: a crash can leave a partial
+    line, or part of an input's `lines_per_input` lines."""
+    if not os.path.exists(path):
+        return 0
+    complete_lines = keep_bytes = position = 0
+    with open(path, "rb") as handle:
+        for line in handle:
+            position += len(line)
+            if line.endswith(b"\n"):
+                complete_lines += 1
+                if complete_lines % lines_per_input == 0:
+                    keep_bytes = position
+    if keep_bytes < position:
+        with open(path, "r+b") as handle:
+            handle.truncate(keep_bytes)
+    return complete_lines // lines_per_input
+
+
+def skip_done(items, done, output, input_name):
+    """Skips the first `done` of `items`, whose output `output` holds;
+    DataError if there are fewer."""
+    skipped = sum(1 for _ in itertools.islice(items, done))
+    if skipped < done:
+        raise DataError(f"{output} holds the output of {done} inputs but "
+                        f"{input_name} has {skipped}: not its output, or "
+                        "other flags (--n_best)")
+
+
+def _chunks(items, size):
+    while chunk := list(itertools.islice(items, size)):
+        yield chunk
+
+
+def run_stream(items, total, process, lines_per_input, input_name, verb,
+               unit):
+    """Processes `items`, an iterator of inputs (`total` of them, None if
+    unknown), in chunks of --buffer_size, appending each chunk's output
+    lines to --output (stdout for -) as UTF-8, flushed, whatever the
+    locale. With --resume, first skips the inputs whose lines --output
+    holds (see `resume_point`).
+
+    Args:
+        process: `process(chunk, first_index, progress)` -> (output lines
+            without line breaks, `lines_per_input` per input, and how many
+            inputs were truncated); `first_index` is the chunk's first
+            input's 0-based index, `progress` a `Progress` or None.
+        input_name: the input, for the message if --output holds more
+            inputs than it.
+        verb, unit: what progress says is done to how many of what
+            ("translated", "sentences").
+
+    Returns:
+        (inputs processed by this run, how many of them were truncated).
+    """
+    from t2t_repro.inference import Progress
+
+    done = resume_point(FLAGS.output, lines_per_input) if FLAGS.resume else 0
+    if done:
+        skip_done(items, done, FLAGS.output, input_name)
+        logging.info("--resume: %s holds %d inputs' output; going on from "
+                     "input %d", FLAGS.output, done, done + 1)
+    progress = (Progress(total, verb, unit, initial=done) if FLAGS.progress
+                else None)
+    if FLAGS.output == STDOUT:
+        sys.stdout.flush()
+        handle = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    else:
+        handle = open(FLAGS.output, "ab" if FLAGS.resume else "wb")
+    processed = truncated = 0
+    with handle:
+        for chunk in _chunks(items, FLAGS.buffer_size):
+            lines, chunk_truncated = process(chunk, done + processed,
+                                             progress)
+            handle.write("".join(line + "\n" for line in lines).encode(
+                "utf-8"))
+            handle.flush()
+            processed += len(chunk)
+            truncated += chunk_truncated
+    if progress is not None:
+        progress.close()
+    return processed, truncated

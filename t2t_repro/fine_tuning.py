@@ -1,0 +1,60 @@
+"""Fine-tuning: a new run that starts from another run's weights.
+
+The new run takes the source run's config.json and spm.model (the same
+model and vocabulary: the weights fit them and no other) and its
+checkpoint's weights, and trains with an optimizer and a learning-rate
+schedule of its own from step 0. The source run is only read.
+"""
+
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from t2t_repro.best_checkpoints import BEST_DIRNAME
+from t2t_repro.checkpoints import RunDir, model_checkpoint
+from t2t_repro.config import ConfigError
+
+
+def source_of(init_from):
+    """(RunDir, checkpoint path) of `init_from`: a run directory (its
+    latest checkpoint) or a checkpoint, RUN/ckpt-N or RUN/best/ckpt-N."""
+    if tf.io.gfile.exists(init_from + ".index"):
+        directory = os.path.dirname(init_from)
+        if os.path.basename(directory) == BEST_DIRNAME:
+            directory = os.path.dirname(directory)
+        return RunDir(directory), init_from
+    source = RunDir(init_from)
+    checkpoint = source.latest_checkpoint()
+    if checkpoint is None:
+        raise FileNotFoundError(f"{init_from}: no checkpoint found (give a "
+                                "run directory or RUN/ckpt-STEP)")
+    return source, checkpoint
+
+
+def copy_model_and_vocabulary(source, run_dir):
+    """Writes `source`'s config.json and spm.model into `run_dir` (refused,
+    like a resume, if it holds others)."""
+    run_dir.save_config(source.load_config())
+    # After the config: another worker waits for the vocabulary, then
+    # reads the config.
+    run_dir.save_vocabulary(source.load_vocabulary())
+
+
+def initialize(trainer, checkpoint, optimizer_slots=False):
+    """Gives `trainer`'s model the weights of `checkpoint` and, with
+    `optimizer_slots`, its optimizer the checkpoint's Adam moments; the
+    step, and so the learning-rate schedule, stay at 0."""
+    try:
+        model_checkpoint(trainer.model).restore(
+            checkpoint).expect_partial().assert_existing_objects_matched()
+        if optimizer_slots:
+            tf.train.Checkpoint(optimizer=trainer.optimizer).restore(
+                checkpoint).expect_partial().assert_existing_objects_matched()
+            trainer.optimizer.iterations.assign(0)
+    except (AssertionError, ValueError, tf.errors.OpError) as error:
+        first_line = str(error).strip().splitlines()[0]
+        raise ConfigError(f"--init_from={checkpoint}: {first_line}") from None
+    logging.info("initialized from %s (%s)", checkpoint,
+                 "weights and Adam moments" if optimizer_slots else
+                 "weights; a fresh optimizer")
