@@ -30,6 +30,8 @@ TOOLS = {  # tool module: flags its --help must list
     "attention": ["--sentence", "--layers", "--heads", "--output_prefix"],
     "summary": ["--d_model", "--vocab_size", "--pre_norm"],
     "fetch": ["--data_dir", "--local_copy", "--splits", "--base_url"],
+    "score": ["--src", "--tgt", "--model_dir", "--saved_model", "--resume",
+              "--buffer_size", "--alpha"],
 }
 
 
