@@ -4,17 +4,21 @@
 their scores, and whether early stopping ended the run. Checkpoint files
 are written before the JSON that names them and deleted after it no longer
 does, and the JSON is replaced atomically, so a kill at any moment leaves a
-consistent record (at worst an unnamed file, removed on the next load).
+consistent record (at worst an unnamed file). The checkpoints it names are
+files of best/, which it deletes when they drop out: a record naming
+anything else is refused, lest a damaged or edited one delete files
+outside it.
 """
 
 import json
+import math
 import os
 
 import tensorflow as tf
 from absl import logging
 
 from t2t_repro.config import ConfigError
-from t2t_repro.files import write_atomically
+from t2t_repro.files import read_json_object, write_atomically
 
 BEST_DIRNAME = "best"
 SCORES_FILENAME = "scores.json"
@@ -42,8 +46,29 @@ class BestCheckpoints:
         self._path = os.path.join(self.directory, SCORES_FILENAME)
         self.state = {"evaluations": [], "best": [], "stopped_early_at": None}
         if tf.io.gfile.exists(self._path):
-            with tf.io.gfile.GFile(self._path) as handle:
-                self.state = json.load(handle)
+            self.state = self._checked(read_json_object(self._path))
+
+    def _checked(self, state):
+        """`state`, read from scores.json; ConfigError unless it has the
+        record's shape and names checkpoints of best/ only."""
+        evaluations, best = state.get("evaluations"), state.get("best")
+        if not ("stopped_early_at" in state and
+                isinstance(evaluations, list) and isinstance(best, list) and
+                all(isinstance(entry, dict) and
+                    isinstance(entry.get("step"), int) and
+                    isinstance(entry.get("bleu"), (int, float))
+                    for entry in evaluations + best) and
+                all(isinstance(entry.get("path"), str) for entry in best)):
+            raise ConfigError(f"{self._path}: corrupt (not a record of dev "
+                              "evaluations and best checkpoints)")
+        directory = os.path.normpath(self.directory)
+        for entry in state["best"]:
+            where = os.path.normpath(os.path.join(directory, entry["path"]))
+            if os.path.dirname(where) != directory:
+                raise ConfigError(
+                    f"{self._path}: names checkpoint {entry['path']!r}, "
+                    f"outside {self.directory}")
+        return state
 
     @property
     def evaluations(self):
@@ -89,7 +114,7 @@ class BestCheckpoints:
         self.evaluations.append({"step": step, "bleu": bleu,
                                  "minutes": minutes})
         kept = self.keep > 0 and (len(self.best) < self.keep or
-                                  bleu > self.best[-1]["bleu"])
+                                  _rank(bleu) > _rank(self.best[-1]["bleu"]))
         evicted = []
         if kept:
             name = f"ckpt-{step}"
@@ -99,7 +124,7 @@ class BestCheckpoints:
             self.checkpoint.write(os.path.join(self.directory, name))
             self.best.append({"step": step, "bleu": bleu, "path": name})
             # Ties keep the earlier checkpoint first.
-            self.best.sort(key=lambda e: (-e["bleu"], e["step"]))
+            self.best.sort(key=lambda e: (-_rank(e["bleu"]), e["step"]))
             evicted = self.best[self.keep:]
             del self.best[self.keep:]
         self._save_state()
@@ -113,7 +138,7 @@ class BestCheckpoints:
     def evaluations_since_best(self):
         """Evaluations after the one with the highest BLEU (the first of
         equals)."""
-        scores = [e["bleu"] for e in self.evaluations]
+        scores = [_rank(e["bleu"]) for e in self.evaluations]
         if not scores:
             return 0
         return len(scores) - 1 - scores.index(max(scores))
@@ -131,3 +156,9 @@ class BestCheckpoints:
                 f"--keep_best={count} or more")
         return [os.path.join(self.directory, e["path"])
                 for e in self.best[:count]]
+
+
+def _rank(bleu):
+    """`bleu` for comparisons: a NaN or infinite one (a broken scorer or
+    model) ranks below every real score instead of scrambling the order."""
+    return bleu if math.isfinite(bleu) else -math.inf

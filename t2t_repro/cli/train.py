@@ -119,7 +119,8 @@ def main():
         decoding_from_flags(), parsing=bool(dev_corpus.trees_path),
         target_lang=dev_corpus.target_lang)
     trainer = Trainer(model_config, options, strategy, proto, train_pairs,
-                      evaluator)
+                      evaluator, data_sources={"train": train_corpus,
+                                               "dev": dev_corpus})
     if init_checkpoint:
         fine_tuning.initialize(trainer, init_checkpoint,
                                FLAGS.init_optimizer_slots)

@@ -21,6 +21,15 @@ from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
 _SAMPLE_TRANSLATIONS = 5
 
 
+def perplexity_of(negative_log_likelihood):
+    """exp(NLL per piece), or inf where that overflows a float (NLL over
+    ~709, a diverged model): a dev evaluation must never end the run."""
+    try:
+        return math.exp(negative_log_likelihood)
+    except OverflowError:
+        return math.inf
+
+
 class DevEvaluator:
     """Scores a model on dev pairs.
 
@@ -102,7 +111,10 @@ class DevEvaluator:
         pairs = list(dev_pairs.as_numpy_iterator())
         sources = [s.decode("utf-8") for s, _ in pairs]
         references = [t.decode("utf-8") for _, t in pairs]
-        return sources, references, self._translator.translate(sources)
+        # Sentences done of the total and their rate on stderr: a long dev
+        # set would otherwise hold training up without a word.
+        return sources, references, self._translator.translate(
+            sources, progress=True)
 
     def bleu(self, hypotheses, references):
         """(sacreBLEU, its signature) of the dev translations (tests replace
@@ -135,7 +147,7 @@ class DevEvaluator:
         sources, references, hypotheses = self.translations(model)
         bleu, signature = self.bleu(hypotheses, references)
         loss, negative_log_likelihood = self.loss(model)
-        perplexity = math.exp(negative_log_likelihood)
+        perplexity = perplexity_of(negative_log_likelihood)
         with writer.as_default(step=step):
             tf.summary.scalar("loss", loss)
             tf.summary.scalar("perplexity", perplexity)

@@ -17,10 +17,12 @@ from t2t_repro.checkpoints import (RunDir, checkpoint_step, holds,
                                    model_checkpoint)
 from t2t_repro.config import ConfigError
 from t2t_repro.data import pipeline
+from t2t_repro.files import sha256_of
 from t2t_repro.model import Transformer
 from t2t_repro.training import TrainingError, distribution
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
-from t2t_repro.training.metrics import IntervalMetrics, write_metrics
+from t2t_repro.training.metrics import (IntervalMetrics, ProgressBar,
+                                        write_metrics)
 from t2t_repro.training.precision import POLICIES, resolve_precision
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 
@@ -37,6 +39,36 @@ def _global_dtype_policy(policy):
         yield
     finally:
         keras.mixed_precision.set_global_policy(previous)
+
+
+def data_identity(sources):
+    """{split: [identity of each of its files or TFDS split]} of `sources`
+    ({split: Corpus or None}; None gives None), for training.json to tell
+    whether a resumed run reads the data it started on. A file's identity
+    is its path, size and SHA-256, which costs a read of it (once a start);
+    a TFDS split's, the builder's name, the split and its version."""
+    if sources is None:
+        return None
+    identities = {}
+    for split, corpus in sources.items():
+        if corpus is None:
+            continue
+        # The sources in Corpus.pairs's order of precedence.
+        paths = [path for path in (corpus.trees_path, corpus.source_path,
+                                   corpus.target_path) if path]
+        if paths:
+            identities[split] = [
+                {"path": path, "size": tf.io.gfile.stat(path).length,
+                 "sha256": sha256_of(path)} for path in paths]
+        else:
+            import tensorflow_datasets as tfds
+
+            builder = tfds.builder(corpus.tfds_name,
+                                   data_dir=corpus.tfds_data_dir)
+            identities[split] = [{"tfds": corpus.tfds_name,
+                                  "split": corpus.tfds_split,
+                                  "version": str(builder.version)}]
+    return identities
 
 
 @tf.function
@@ -65,10 +97,16 @@ class Trainer:
     A step whose loss or gradient norm is not finite applies no update;
     `max_nonfinite` such steps in a row stop training with a
     `TrainingError`, and weights that are not finite are never saved.
+
+    `data_sources` ({"train": Corpus, "dev": Corpus or None}) are where the
+    pairs come from: training.json records their identity (see
+    `data_identity`), and a resume on changed data is refused unless
+    `allow_option_changes`. A corrupt newest checkpoint is set aside and
+    the run resumes from the newest intact one.
     """
 
     def __init__(self, model_config, options, strategy, vocab_proto,
-                 train_pairs, evaluator=None):
+                 train_pairs, evaluator=None, data_sources=None):
         self.config = model_config
         # "auto" becomes the precision this run trains in (and records).
         options = dataclasses.replace(
@@ -94,7 +132,7 @@ class Trainer:
                 self.run_dir.save_vocabulary(vocab_proto)
                 data_order_changed = self.run_dir.save_training_options(
                     options, strategy.num_replicas_in_sync,
-                    options.allow_option_changes)
+                    options.allow_option_changes, data_identity(data_sources))
             except Exception:
                 self.run_dir.release_training_lock()
                 raise
@@ -165,30 +203,29 @@ class Trainer:
             if not (data_order_changed or
                     (options.allow_option_changes and not self.is_chief)):
                 input_checkpoint.input = self.input_iterator
+        # Every worker resumes from the chief's checkpoint (the shared
+        # model_dir), or workers would resume at different steps with
+        # different weights; the chief sets the corrupt ones aside before
+        # its manager reads the checkpoint list.
+        restored = self.run_dir.checkpoint_to_resume(set_aside=self.is_chief)
+        # A non-chief worker's manager saves where nobody reads.
         self.manager = self.run_dir.checkpoint_manager(
             self.checkpoint, options.keep_checkpoints,
             worker=None if self.is_chief else
             strategy.cluster_resolver.task_id)
-        if self.is_chief:
-            restored = self.manager.restore_or_initialize()
-        else:
-            # Its own manager saves where nobody reads; like the chief, it
-            # resumes from the chief's checkpoint (the shared model_dir), or
-            # workers would resume at different steps with different weights.
-            restored = self.run_dir.latest_checkpoint()
-            if restored:
-                self.checkpoint.restore(restored)
-        if restored:
-            logging.info("resumed from %s at step %d", restored, self.step)
-        if restored and self.input_iterator is not None:
-            self._restore_input(restored, input_checkpoint)
         # Every worker keeps the dev history (early stopping must agree);
-        # only the chief keeps checkpoints.
+        # only the chief keeps checkpoints. Read before the restore, so that
+        # a damaged record is named before anything else can fail.
         self.best = BestCheckpoints(
             self.run_dir.path if self.is_chief else
             self.manager.directory + "_dev",
             options.keep_best if self.is_chief else 0,
             model_checkpoint(self.model))
+        if restored:
+            self.checkpoint.restore(restored)
+            logging.info("resumed from %s at step %d", restored, self.step)
+        if restored and self.input_iterator is not None:
+            self._restore_input(restored, input_checkpoint)
         self.best.forget_after(self.step)
         self._train_writer = self._writer("train")
         self._dev_writer = self._writer("dev")
@@ -394,12 +431,14 @@ class Trainer:
         nonfinite_in_a_row = 0
         self._session_start = time.perf_counter()
         self._session_start_seconds = float(self.train_seconds.numpy())
+        progress = ProgressBar(options.train_steps, self.step)
         try:
             while (self.step < options.train_steps and
                    self.interrupted_by is None):
                 outputs = train_step(tuple(
                     next(iterator) for _ in range(batches_per_step)))
                 interval.add(outputs)
+                progress.advance()
                 step = self.step
                 nonfinite_in_a_row = (nonfinite_in_a_row + 1
                                       if outputs["nonfinite"] > 0 else 0)
@@ -425,6 +464,7 @@ class Trainer:
                     if self._patience_exhausted():
                         break
         finally:
+            progress.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if len(interval):
@@ -475,7 +515,7 @@ class Trainer:
     def _log_interval(self, interval):
         learning_rate = float(self.schedule(self.optimizer.iterations - 1))
         write_metrics(interval.summary(learning_rate), self.step,
-                      self._train_writer)
+                      self.options.train_steps, self._train_writer)
 
     def _write_hparams(self):
         if not self.is_chief:

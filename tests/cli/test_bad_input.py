@@ -1,6 +1,6 @@
 """Every tool answers bad input with one line, exit status 2, and no
-traceback (the matrix is tests/helpers/bad_inputs.py; the README's
-"Reliability" table is printed from it).
+traceback (the matrix is tests/helpers/bad_inputs.py; the "Bad input"
+table of docs/reliability.md is printed from it).
 
 The default suite runs one case per kind of check and tool (a process each,
 most of it TensorFlow's import); `-m slow` runs the whole matrix."""
@@ -15,6 +15,7 @@ DEFAULT_SUITE = {
     ("train", "mismatched lines"), ("train", "invalid UTF-8"),
     ("train", "missing test file"),
     ("train", "contradictory flags"),
+    ("train", "config.json cut in half"),
     ("eval", "checkpoint does not fit config.json"),
     ("translate", "missing --checkpoint"),
     ("export", "unwritable --export_dir"),

@@ -3,11 +3,12 @@ line it must answer with (tests/cli/test_bad_input.py runs it).
 
     python tests/helpers/bad_inputs.py RUN_DIR
 
-prints the matrix with the messages observed, as the README's
-"Reliability" table (RUN_DIR: any trained run directory).
+prints the matrix with the messages observed, as the "Bad input" table
+of docs/reliability.md (RUN_DIR: any trained run directory).
 """
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -28,8 +29,8 @@ class BadInput:
 
 
 def write_files(directory, run_dir):
-    """The bad files, and a copy of `run_dir` whose config.json no longer
-    fits its checkpoints."""
+    """The bad files, a copy of `run_dir` whose config.json no longer
+    fits its checkpoints, and the damaged copies of `write_damaged_runs`."""
     files = {
         "three.en": b"a b\nc d\ne f\n",
         "three.de": b"x\ny\nz\n",
@@ -49,7 +50,106 @@ def write_files(directory, run_dir):
         text = handle.read()
     with open(config, "w") as handle:
         handle.write(text.replace('"d_ff": ', '"d_ff": 1'))
+    write_damaged_runs(directory, run_dir)
 
+
+def _truncate(path, keep):
+    with open(path, "r+b") as handle:
+        handle.truncate(int(os.path.getsize(path) * keep))
+
+
+def write_damaged_runs(directory, run_dir):
+    """Copies of `run_dir` as {d}/damaged/NAME, each with one run file
+    damaged, and {d}/resume.cfg, flags that resume any of them: its
+    model's, a training file, and --allow_option_changes (a case must reach
+    its damaged file whatever options the run was trained with)."""
+    with open(os.path.join(run_dir, "config.json")) as handle:
+        config = json.load(handle)
+    with open(os.path.join(directory, "resume.cfg"), "w") as handle:
+        handle.writelines(f"--{key}={value}\n" for key, value in
+                          config.items())
+        handle.write(f"--train_src={directory}/three.en\n"
+                     f"--train_tgt={directory}/three.de\n"
+                     "--allow_option_changes\n--train_steps=1\n")
+    with open(os.path.join(run_dir, "checkpoint")) as handle:
+        newest = handle.readline().split('"')[1]
+    scores = {"evaluations": [{"step": 1, "bleu": 1.0, "minutes": 0.1}],
+              "best": [], "stopped_early_at": None}
+    outside = {**scores, "best": [{"step": 10**9, "bleu": 9.0,
+                                   "path": "../victim"}]}
+    # NAME: (file, fraction of it kept, or the JSON object written in it).
+    damages = {
+        "config_empty": ("config.json", 0),
+        "config_half": ("config.json", 0.5),
+        "config_unknown_key": ("config.json", {**config, "d_modle": 1}),
+        "training_empty": ("training.json", 0),
+        "training_half": ("training.json", 0.5),
+        "scores_empty": ("best/scores.json", 0),
+        "scores_half": ("best/scores.json", 0.5),
+        "scores_outside": ("best/scores.json", outside),
+        "spm_empty": ("spm.model", 0),
+        "spm_half": ("spm.model", 0.5),
+        "list_empty": ("checkpoint", 0),
+        "index_half": (f"{newest}.index", 0.5),
+        "data_half": (f"{newest}.data-00000-of-00001", 0.5),
+    }
+    for name, (file, damage) in damages.items():
+        copy = os.path.join(directory, "damaged", name)
+        shutil.copytree(run_dir, copy)
+        path = os.path.join(copy, file)
+        if file.startswith("best/"):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as handle:
+                json.dump(scores, handle)
+        if isinstance(damage, dict):
+            with open(path, "w") as handle:
+                json.dump(damage, handle)
+        else:
+            _truncate(path, damage)
+
+
+# A run with one file damaged, {d}/damaged/NAME (see write_damaged_runs):
+# (problem, NAME, the error line's end after {d}/damaged/NAME/, the tools
+# given it). t2t-eval reads neither training.json nor best/scores.json.
+_DAMAGED_RUNS = [
+    ("config.json empty", "config_empty",
+     "config.json: corrupt (empty file)", ("train", "eval")),
+    ("config.json cut in half", "config_half",
+     "config.json: corrupt (not JSON: ", ("train", "eval")),
+    ("config.json with an unknown key", "config_unknown_key",
+     "config.json: unknown key 'd_modle'", ("train", "eval")),
+    ("training.json empty", "training_empty",
+     "training.json: corrupt (empty file)", ("train",)),
+    ("training.json cut in half", "training_half",
+     "training.json: corrupt (not JSON: ", ("train",)),
+    ("best/scores.json empty", "scores_empty",
+     "best/scores.json: corrupt (empty file)", ("train",)),
+    ("best/scores.json cut in half", "scores_half",
+     "best/scores.json: corrupt (not JSON: ", ("train", "average")),
+    ("best/scores.json naming ../victim", "scores_outside",
+     "best/scores.json: names checkpoint '../victim', outside "
+     "{d}/damaged/scores_outside/best", ("train",)),
+    ("spm.model empty", "spm_empty",
+     "spm.model: corrupt (empty file)", ("train", "eval")),
+    ("spm.model cut in half", "spm_half",
+     "spm.model: corrupt (not a SentencePiece model)", ("train", "eval")),
+    ("checkpoint list empty", "list_empty",
+     "checkpoint: corrupt (not a list of checkpoints)", ("train", "eval")),
+    # ckpt-200: the toy run's newest (t2t-train resumes from the one before
+    # it: see test_reliability.py).
+    ("newest checkpoint's .index cut in half", "index_half",
+     "ckpt-200: corrupt checkpoint (", ("eval", "translate")),
+    ("newest checkpoint's .data cut in half", "data_half",
+     "ckpt-200: corrupt checkpoint (", ("eval", "export")),
+]
+# Each tool's flags besides --model_dir.
+_FLAGS_WITH_A_RUN = {
+    "train": ("--flagfile={d}/resume.cfg",),
+    "eval": ("--test_src={d}/three.en", "--test_tgt={d}/three.de"),
+    "translate": ("--input={d}/three.en",),
+    "export": ("--export_dir={m}",),
+    "average": ("--output_dir={m}", "--select=best", "--num_checkpoints=1"),
+}
 
 CASES = [
     BadInput("train", "missing file",
@@ -181,6 +281,10 @@ CASES = [
              "--queries=40: [40] out of range; its encoder_self attention"),
     BadInput("summary", "impossible model", ("--d_model=30",),
              "d_model=30 is not divisible by num_heads=8"),
+    *(BadInput(tool, problem, (f"--model_dir={{d}}/damaged/{name}",
+                               *_FLAGS_WITH_A_RUN[tool]),
+               f"{{d}}/damaged/{name}/{expected}")
+      for problem, name, expected, tools in _DAMAGED_RUNS for tool in tools),
 ]
 
 

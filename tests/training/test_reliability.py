@@ -1,7 +1,9 @@
-"""Nothing lost to a NaN, a second trainer or a kill: each test removes a
-protection's reason to exist and checks the protection."""
+"""Nothing lost to a NaN, a second trainer, a kill or a damaged checkpoint:
+each test removes a protection's reason to exist and checks the
+protection."""
 
 import json
+import logging
 import os
 import random
 import shutil
@@ -130,15 +132,22 @@ def test_a_second_trainer_on_one_model_dir_is_refused(tmp_path):
     assert not (tmp_path / "train.lock").exists()
 
 
+@pytest.fixture(scope="module")
+def straight_run_weights(tmp_path_factory):
+    """The weights of an uninterrupted 12-step toy run, which every resumed
+    one must end at."""
+    straight = toy_trainer(tmp_path_factory.mktemp("straight"), 12)
+    straight.train()
+    return [w.numpy() for w in straight.model.weights]
+
+
 def test_resume_continues_the_saved_input_stream_without_replaying_it(
-        tmp_path, monkeypatch):
+        tmp_path, monkeypatch, straight_run_weights):
     replayed = []
     advance = trainer_module._advance
     monkeypatch.setattr(trainer_module, "_advance", lambda iterator, count: (
         replayed.append(count), advance(iterator, count)))
-    straight = toy_trainer(tmp_path / "straight", 12)
-    straight.train()
-    expected = [w.numpy() for w in straight.model.weights]
+    expected = straight_run_weights
 
     first_half = toy_trainer(tmp_path / "resumed", 6)
     first_half.train()
@@ -168,6 +177,36 @@ def test_resume_continues_the_saved_input_stream_without_replaying_it(
     assert from_legacy.train() == 12
     for want, got in zip(expected, from_legacy.model.weights):
         np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
+
+
+def test_corrupt_newest_checkpoints_are_set_aside_and_the_run_resumed(
+        tmp_path, caplog, straight_run_weights):
+    toy_trainer(tmp_path, 12, checkpoint_every=4).train()
+    damaged = {}
+    for name in ("ckpt-12.index", "ckpt-8.data-00000-of-00001"):
+        with open(tmp_path / name, "r+b") as handle:
+            handle.truncate(os.path.getsize(tmp_path / name) // 2)
+        damaged[name] = (tmp_path / name).read_bytes()
+
+    with caplog.at_level(logging.WARNING):
+        resumed = toy_trainer(tmp_path, 12, checkpoint_every=4)
+    warnings = [r.getMessage() for r in caplog.records
+                if "corrupt checkpoint" in r.getMessage()]
+    [set_aside] = (tmp_path / "corrupt").iterdir()
+    assert [w.split(" (")[0] for w in warnings] == [
+        f"{tmp_path}/ckpt-12: corrupt checkpoint",
+        f"{tmp_path}/ckpt-8: corrupt checkpoint"]
+    assert all(w.endswith(f", moved to {set_aside}; resuming from "
+                          f"{tmp_path}/ckpt-4") for w in warnings)
+    assert resumed.step == 4
+    # Its input iterator came back from ckpt-4 too: the run ends where an
+    # uninterrupted one does.
+    assert resumed.train() == 12
+    for want, got in zip(straight_run_weights, resumed.model.weights):
+        np.testing.assert_allclose(got.numpy(), want, atol=1e-5)
+    # Kept byte for byte, not overwritten by the new ckpt-8 and ckpt-12.
+    for name, data in damaged.items():
+        assert (set_aside / name).read_bytes() == data
 
 
 def _train_command(model_dir, steps):
@@ -210,7 +249,7 @@ def test_sigkill_at_a_random_step_then_the_same_command_ends_identically(
     process = subprocess.Popen(command, cwd=REPO, env=quiet_environment(),
                                stderr=subprocess.PIPE, text=True)
     for line in process.stderr:
-        if f"step {kill_after} loss" in line:
+        if f"step {kill_after}/{KILL_RUN_STEPS} loss" in line:
             break
     process.kill()
     process.wait()
