@@ -3,9 +3,10 @@
 A setting is a dataclass field: its default and its help text live here and
 nowhere else. The command-line tools generate their flags from these fields
 (`t2t_repro/cli/flags.py`), so a flag's name, default and help are the
-field's. Three groups: `TransformerConfig` (the model's shape; saved as
+field's. Four groups: `TransformerConfig` (the model's shape; saved as
 MODEL_DIR/config.json), `TrainingOptions` (how to train; MODEL_DIR/
-training.json) and `DecodingOptions` (how to translate). The module imports
+training.json), `DecodingOptions` (how to translate) and `ServingLimits`
+(what one request to an exported SavedModel may ask). The module imports
 neither TensorFlow nor absl, so `--help` stays fast.
 """
 
@@ -236,3 +237,37 @@ class DecodingOptions:
         "sacrebleu[ja] or sacrebleu[ko]), 13a for any other language or "
         "without --target_lang.", choices=tuple(sacrebleu.BLEU.TOKENIZERS))
 
+
+@dataclasses.dataclass(frozen=True)
+class ServingLimits:
+    """What one request to a t2t-export SavedModel may ask for. The export
+    stores them (as variables of the same names) and its signatures refuse
+    more with InvalidArgument, before tokenizing anything; a model in this
+    process has no such limits (inference.TranslationGraph)."""
+
+    max_beam_size: int = setting(
+        16, "Largest beam_size a request to the export's translate "
+        "signature may ask for: its memory grows with the beam.",
+        lower_bound=1)
+    max_sentence_bytes: int = setting(
+        4096, "Longest input string, in UTF-8 bytes, the export takes "
+        "(checked before tokenization).", lower_bound=1)
+    max_request_bytes: int = setting(
+        1 << 20, "Most bytes of input strings in one request to the export "
+        "(with score, inputs and targets together).", lower_bound=1)
+    max_alpha: float = setting(
+        10.0, "Largest alpha a request to the export's translate or score "
+        "signature may give (alpha must also be finite and >= 0).",
+        lower_bound=0.0)
+
+    def __post_init__(self):
+        # Else a request of one sentence of the allowed size is refused,
+        # and TF Serving's warm-up replay with it.
+        if self.max_request_bytes < self.max_sentence_bytes:
+            raise ConfigError(
+                f"--max_request_bytes={self.max_request_bytes} is less than "
+                f"--max_sentence_bytes={self.max_sentence_bytes}")
+        # The flag's bound lets NaN through, which would refuse every alpha.
+        if not 0.0 <= self.max_alpha < float("inf"):
+            raise ConfigError(f"--max_alpha={self.max_alpha} must be a "
+                              "finite number >= 0")

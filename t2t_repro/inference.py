@@ -53,7 +53,11 @@ class TranslationGraph(tf.Module):
             also never emit PAD or BOS, nor EOS first, so a translation's
             decoder score can be a little higher than its `scores`.
     All refuse (InvalidArgument) a batch of more than
-    `decoding.max_batch_sentences` inputs: a request's memory is bounded.
+    `decoding.max_batch_sentences` inputs, and translate and score a
+    beam_size < 1 or an alpha that is not finite and >= 0. With `limits`,
+    all also refuse, before tokenizing anything, a request over them, the
+    message naming the limit and the value; the limits are variables of
+    the module, of the fields' names, which a loaded export has too.
 
     Args:
         model: a trained `Transformer`.
@@ -61,9 +65,11 @@ class TranslationGraph(tf.Module):
         decoding: `DecodingOptions` of serving_default's decoder (beam 1 =
             greedy); with `jit_compile`, a SavedModel needs TF Serving's
             `--xla_cpu_compilation_enabled=true`.
+        limits: an export's `ServingLimits` (serving.py); None in this
+            process, where the caller's own settings are the only bounds.
     """
 
-    def __init__(self, model, tokenizer, decoding):
+    def __init__(self, model, tokenizer, decoding, limits=None):
         super().__init__(name="translation")
         # Only the model's variables are tracked, not the Keras model: saving
         # it would trace Keras' default float32 signature, which cannot call
@@ -79,6 +85,18 @@ class TranslationGraph(tf.Module):
         self.max_batch_sentences = tf.Variable(
             decoding.max_batch_sentences, trainable=False,
             name="max_batch_sentences")
+        self.limits = limits
+        if limits is not None:
+            self.max_beam_size = tf.Variable(
+                limits.max_beam_size, trainable=False, name="max_beam_size")
+            self.max_sentence_bytes = tf.Variable(
+                limits.max_sentence_bytes, trainable=False, dtype=tf.int64,
+                name="max_sentence_bytes")
+            self.max_request_bytes = tf.Variable(
+                limits.max_request_bytes, trainable=False, dtype=tf.int64,
+                name="max_request_bytes")
+            self.max_alpha = tf.Variable(limits.max_alpha, trainable=False,
+                                         dtype=tf.float32, name="max_alpha")
         # `(ids [batch, length], scores [batch])` of bucket-padded ids.
         self.decode_ids = tf.function(best_translation_fn(model, decoding))
         self._n_best = tf.function(
@@ -91,9 +109,6 @@ class TranslationGraph(tf.Module):
         """(ids, truncated) of a request: tokenized and padded to a training
         bucket's length (an XLA decoder then compiles a few shapes, not one
         per input length), and which inputs were cut to max_length."""
-        tf.debugging.assert_less_equal(
-            tf.size(inputs), self.max_batch_sentences,
-            message="too many sentences in one request; split it")
         ids, truncated = tokenize_sources(self.tokenizer, inputs,
                                           self.max_length)
         width = tf.shape(ids)[1]
@@ -102,6 +117,75 @@ class TranslationGraph(tf.Module):
         return tf.pad(ids, [[0, 0], [0, bucket - width]],
                       constant_values=PAD_ID), truncated
 
+    def _admitted(self, texts, beam_size=None, alpha=None):
+        """`texts` ({"inputs": ..., "targets": ...}, string tensors
+        `[batch]`) once the request passed the checks of the class
+        docstring, else InvalidArgument. Everything computed from the
+        returned tensors runs after the checks: a 100 MB string never
+        reaches the tokenizer."""
+        batch = tf.size(texts["inputs"])
+        # (condition, message) pairs, checked in this order: the first a
+        # request fails is the one reported.
+        conditions = [(batch <= self.max_batch_sentences,
+                       lambda: tf.strings.format(
+                           "too many sentences in one request ({} > "
+                           "max_batch_sentences={}); split it",
+                           (batch, self.max_batch_sentences)))]
+        if beam_size is not None:
+            conditions.append((beam_size >= 1, lambda: tf.strings.format(
+                "beam_size {} must be >= 1", beam_size)))
+        if alpha is not None:
+            conditions.append((
+                tf.math.is_finite(alpha) & (alpha >= 0),
+                lambda: tf.strings.format("alpha {} must be finite and >= 0",
+                                          alpha)))
+        if self.limits is not None:
+            conditions += self._limit_conditions(texts, beam_size, alpha)
+        check = tf.no_op()
+        for ok, message in conditions:
+            with tf.control_dependencies([check]):
+                check = _refuse_unless(ok, message)
+        with tf.control_dependencies([check]):
+            return {name: tf.identity(text) for name, text in texts.items()}
+
+    def _limit_conditions(self, texts, beam_size, alpha):
+        """(condition, message) pairs of `limits`. Messages name the flag
+        (t2t-export's) and avoid apostrophes and string arguments, which
+        tf.Assert and tf.strings.format would print quoted."""
+        lengths = {name: tf.cast(tf.strings.length(text, unit="BYTE"),
+                                 tf.int64) for name, text in texts.items()}
+        conditions = [self._sentence_bytes_condition(name, length)
+                      for name, length in lengths.items()]
+        total = tf.add_n([tf.reduce_sum(length)
+                          for length in lengths.values()])
+        conditions.append((
+            total <= self.max_request_bytes, lambda: tf.strings.format(
+                "the request has {} bytes of strings, over the export limit "
+                "max_request_bytes={}", (total, self.max_request_bytes))))
+        if beam_size is not None:
+            conditions.append((
+                beam_size <= self.max_beam_size, lambda: tf.strings.format(
+                    "beam_size {} is over the export limit max_beam_size={}",
+                    (beam_size, self.max_beam_size))))
+        if alpha is not None:
+            conditions.append((
+                alpha <= self.max_alpha, lambda: tf.strings.format(
+                    "alpha {} is over the export limit max_alpha={}",
+                    (alpha, self.max_alpha))))
+        return conditions
+
+    def _sentence_bytes_condition(self, name, lengths):
+        over = lengths > self.max_sentence_bytes
+
+        def message():
+            first = tf.where(over)[0, 0]
+            return tf.strings.format(
+                name + "[{}] is {} bytes, over the export limit "
+                "max_sentence_bytes={}",
+                (first, lengths[first], self.max_sentence_bytes))
+
+        return ~tf.reduce_any(over), message
+
     def _detokenize(self, ids):
         return self.tokenizer.detokenize(
             tf.RaggedTensor.from_tensor(ids, padding=PAD_ID))
@@ -109,7 +193,8 @@ class TranslationGraph(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string,
                                                 name="inputs")])
     def serve(self, inputs):
-        source, truncated = self.source_ids(inputs)
+        source, truncated = self.source_ids(self._admitted(
+            {"inputs": inputs})["inputs"])
         cut = tf.reduce_sum(tf.cast(truncated, tf.int32))
         if cut > 0:
             tf.print("t2t_repro:", cut, "of", tf.size(inputs), "inputs had "
@@ -124,13 +209,9 @@ class TranslationGraph(tf.Module):
         tf.TensorSpec([], tf.int32, name="beam_size"),
         tf.TensorSpec([], tf.float32, name="alpha")])
     def translate(self, inputs, beam_size, alpha):
-        with tf.control_dependencies([
-                tf.debugging.assert_positive(
-                    beam_size, message="beam_size must be >= 1"),
-                tf.debugging.assert_non_negative(
-                    alpha, message="alpha must be >= 0")]):
-            source, truncated = self.source_ids(inputs)
-            ids, scores = self._n_best(source, beam_size, alpha)
+        source, truncated = self.source_ids(self._admitted(
+            {"inputs": inputs}, beam_size, alpha)["inputs"])
+        ids, scores = self._n_best(source, beam_size, alpha)
         batch = tf.shape(ids)[0]
         texts = self._detokenize(tf.reshape(ids, [batch * beam_size, -1]))
         return {"translations": tf.reshape(texts, [batch, beam_size]),
@@ -141,17 +222,16 @@ class TranslationGraph(tf.Module):
         tf.TensorSpec([None], tf.string, name="targets"),
         tf.TensorSpec([], tf.float32, name="alpha")])
     def score(self, inputs, targets, alpha):
-        with tf.control_dependencies([
-                tf.debugging.assert_equal(
-                    tf.size(inputs), tf.size(targets),
-                    message="as many targets as inputs, please"),
-                tf.debugging.assert_non_negative(
-                    alpha, message="alpha must be >= 0")]):
-            source, source_truncated = self.source_ids(inputs)
+        with tf.control_dependencies([tf.debugging.assert_equal(
+                tf.size(inputs), tf.size(targets),
+                message="as many targets as inputs, please")]):
+            texts = self._admitted({"inputs": inputs, "targets": targets},
+                                   alpha=alpha)
+        source, source_truncated = self.source_ids(texts["inputs"])
         # Cut like a source (and like --overlong=truncate in training):
         # a learned position table has no row past max_length.
         target, target_truncated = tokenize_sources(
-            self.tokenizer, targets, self.max_length)
+            self.tokenizer, texts["targets"], self.max_length)
         log_probs = self._target_log_probs(source, target)
         tokens = sequence_lengths(target)
         return {"log_probs": log_probs, "target_tokens": tokens,
@@ -161,6 +241,13 @@ class TranslationGraph(tf.Module):
     def signatures(self):
         return {"serving_default": self.serve, "translate": self.translate,
                 "score": self.score}
+
+
+def _refuse_unless(ok, message):
+    """An op failing with InvalidArgument, `message()` (a scalar string
+    tensor, built only then), unless `ok`."""
+    return tf.cond(ok, tf.no_op,
+                   lambda: tf.debugging.Assert(False, [message()]))
 
 
 def target_log_probs(model, source_ids, target_ids):
@@ -415,12 +502,32 @@ def load_export(path):
     return loaded, None if cap is None else int(cap.numpy())
 
 
+def check_export_limits(loaded, path, alpha, beam_size=None):
+    """Refuses (ConfigError, naming the flags) an `alpha` or `beam_size`
+    over the limits of the export at `path`, `loaded`, which would refuse
+    every request; exports older than the limits have none."""
+    if not hasattr(loaded, "max_alpha"):
+        return
+    over = []
+    max_beam_size = int(loaded.max_beam_size.numpy())
+    if beam_size is not None and beam_size > max_beam_size:
+        over.append(f"--beam_size={beam_size} is over its max_beam_size="
+                    f"{max_beam_size}")
+    max_alpha = float(loaded.max_alpha.numpy())
+    if alpha > max_alpha:
+        over.append(f"--alpha={alpha:g} is over its max_alpha={max_alpha:g}")
+    if over:
+        raise ConfigError(f"{path}: {' and '.join(over)} (set by t2t-export's "
+                          "flags of those names)")
+
+
 class SavedModelTranslator(_BatchingTranslator):
     """Translates with an exported SavedModel's `translate` signature."""
 
     def __init__(self, path, decoding=DecodingOptions()):
         super().__init__(decoding)
         loaded, self._export_cap = load_export(path)
+        check_export_limits(loaded, path, decoding.alpha, decoding.beam_size)
         self._signature = loaded.signatures["translate"]
 
     def _max_batch_sentences(self):
@@ -475,6 +582,7 @@ class Scorer:
             raise ConfigError(f"{path}: exported before t2t-score "
                               "existed (no score signature); export the run "
                               "again, or score with --model_dir")
+        check_export_limits(loaded, path, decoding.alpha)
         return cls(loaded, decoding)
 
     def score(self, sources, targets, progress=None):

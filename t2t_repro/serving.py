@@ -10,7 +10,8 @@ import tensorflow as tf
 from absl import logging
 
 from t2t_repro.checkpoints import RunDir, checkpoint_step
-from t2t_repro.config import DEFAULT_WARMUP_REQUESTS, DecodingOptions
+from t2t_repro.config import (DEFAULT_WARMUP_REQUESTS, ConfigError,
+                              DecodingOptions, ServingLimits)
 from t2t_repro.data.vocabulary import load_sentencepiece, make_tokenizer
 from t2t_repro.inference import TranslationGraph
 
@@ -55,21 +56,30 @@ def model_and_vocabulary(model, vocabulary=None, checkpoint=None):
 
 def warmup_sentences(module, count):
     """`count` one-sentence inputs whose padded widths are `count` bucket
-    boundaries spread from the shortest to the longest, so that the first
-    requests of each size class find their graph (and, with XLA, their
-    compiled shape) ready. A sentence is a whole-word vocabulary piece
+    boundaries spread from the shortest to the longest that a sentence
+    within the export's max_sentence_bytes reaches (TF Serving does not
+    load a model whose warm-up fails), so that the first requests of each
+    size class find their graph (and, with XLA, their compiled shape)
+    ready. A sentence is the shortest whole-word vocabulary piece
     repeated: each repetition is one token."""
     tokenizer = module.tokenizer
-    word = next(
-        text for text in (tokenizer.id_to_string(i).numpy().decode("utf-8")
-                          for i in range(4, int(tokenizer.vocab_size())))
-        if text.startswith("\u2581") and text[1:].isalpha())[1:]
-    boundaries = module.boundaries.numpy().tolist()
+    pieces = [piece.decode("utf-8") for piece in tokenizer.id_to_string(
+        tf.range(4, tokenizer.vocab_size())).numpy()]
+    word = min((piece[1:] for piece in pieces
+                if piece.startswith("\u2581") and piece[1:].isalpha()),
+               key=lambda text: len(text.encode("utf-8")))
+
+    def sentence(width):
+        # width - 1 words + EOS fill a bucket of that width exactly.
+        return " ".join([word] * (width - 1))
+
+    boundaries = [width for width in module.boundaries.numpy().tolist()
+                  if len(sentence(width).encode("utf-8")) <=
+                  module.limits.max_sentence_bytes]
     count = min(count, len(boundaries))
     picked = [boundaries[round(i * (len(boundaries) - 1) / max(count - 1, 1))]
               for i in range(count)]
-    # width - 1 words + EOS fill a bucket of that width exactly.
-    return [" ".join([word] * (width - 1)) for width in picked]
+    return [sentence(width) for width in picked]
 
 
 def write_warmup_requests(module, path, count):
@@ -96,9 +106,10 @@ def write_warmup_requests(module, path, count):
 def export_saved_model(model, export_dir, version=None, checkpoint=None,
                        decoding=DecodingOptions(),
                        warmup_requests=DEFAULT_WARMUP_REQUESTS,
-                       vocabulary=None):
+                       vocabulary=None, limits=ServingLimits()):
     """Writes `export_dir/<version>/` (with `warmup_requests` warm-up
-    records; 0 writes none) and returns its path.
+    records; 0 writes none) and returns its path. Its signatures refuse
+    requests over `limits` (a `ServingLimits`).
 
     `model`, `vocabulary`, `checkpoint`: a run directory or a `Transformer`
     in memory with its SentencePiece model (see `model_and_vocabulary`).
@@ -106,6 +117,13 @@ def export_saved_model(model, export_dir, version=None, checkpoint=None,
     one. An XLA-compiled decoder (`decoding.jit_compile`) runs in TF
     Serving only with --xla_cpu_compilation_enabled=true.
     """
+    if not (decoding.beam_size <= limits.max_beam_size and
+            0.0 <= decoding.alpha <= limits.max_alpha):
+        raise ConfigError(
+            f"serving_default's beam_size {decoding.beam_size} and alpha "
+            f"{decoding.alpha} must be within --max_beam_size="
+            f"{limits.max_beam_size} and --max_alpha={limits.max_alpha}, "
+            "which the export's translate signature enforces")
     model, proto, checkpoint = model_and_vocabulary(model, vocabulary,
                                                     checkpoint)
     if version is None:
@@ -117,7 +135,8 @@ def export_saved_model(model, export_dir, version=None, checkpoint=None,
     if tf.io.gfile.exists(path):
         raise FileExistsError(f"{path} exists; TF Serving versions are "
                               "immutable, give another --version")
-    module = TranslationGraph(model, make_tokenizer(proto), decoding)
+    module = TranslationGraph(model, make_tokenizer(proto), decoding,
+                              limits)
     # TF Serving polls export_dir and loads any new numeric directory: write
     # under a name it ignores, then rename, so it never sees half a model.
     partial = os.path.join(export_dir, f".{version}.partial")
@@ -127,8 +146,8 @@ def export_saved_model(model, export_dir, version=None, checkpoint=None,
     if warmup_requests:
         write_warmup_requests(module, partial, warmup_requests)
     tf.io.gfile.rename(partial, path)
-    logging.info("exported %s (beam %d, alpha %g%s) to %s",
+    logging.info("exported %s (beam %d, alpha %g%s; %s) to %s",
                  checkpoint or "a model in memory",
                  decoding.beam_size, decoding.alpha,
-                 ", XLA" if decoding.jit_compile else "", path)
+                 ", XLA" if decoding.jit_compile else "", limits, path)
     return path

@@ -1,24 +1,29 @@
 """t2t-export's SavedModel: fresh-process, TF1-session and saved_model_cli
-loading, edge-case inputs, the n-best signature, and t2t-translate."""
+loading, edge-case inputs, the n-best signature, the limits of a request,
+and t2t-translate."""
 
+import dataclasses
 import json
+import math
 import os
 import re
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import rest_api
 from processes import HELPERS, REPO, run_python
 from t2t_repro.checkpoints import RunDir
-from t2t_repro.config import DecodingOptions
+from t2t_repro.config import ConfigError, DecodingOptions, ServingLimits
 from t2t_repro.data.vocabulary import make_tokenizer
-from t2t_repro.inference import (SavedModelTranslator, TranslationGraph,
-                                 Translator)
-from t2t_repro.serving import WARMUP_FILE, export_saved_model
+from t2t_repro.inference import (SavedModelTranslator, Scorer,
+                                 TranslationGraph, Translator)
+from t2t_repro.serving import (WARMUP_FILE, export_saved_model,
+                               warmup_sentences)
 from toy_run import LEARNABLE_STEPS
 
 SENTENCES = [
@@ -26,7 +31,7 @@ SENTENCES = [
     "",
     "der mann eine katze",
     "über das gras läuft ein hund — «schön» 犬",
-    " ".join(["ein hund läuft"] * 340),  # over 1000 pieces
+    " ".join(["ein hund läuft"] * 100),  # 1599 bytes, over 300 pieces
     "eine katze",
 ]
 # The toy model's max_length is 32 pieces: the long sentence is cut.
@@ -39,6 +44,22 @@ TRUNCATION_LOG = ("1 of 6 inputs had more subword tokens than the model's "
 def exported(toy_run_dir, tmp_path_factory):
     export_dir = tmp_path_factory.mktemp("export")
     return export_saved_model(toy_run_dir, str(export_dir))
+
+
+# Small limits, so that requests at and over them stay cheap; each batch
+# of SENTENCES that SavedModelTranslator sends (2 sentences, the default
+# beam 4 and alpha 0.6) is within them.
+LIMITS = ServingLimits(max_beam_size=4, max_sentence_bytes=2048,
+                       max_request_bytes=3000, max_alpha=1.0)
+CAPPED = DecodingOptions(max_batch_sentences=2)
+
+
+@pytest.fixture(scope="module")
+def capped_export(toy_run_dir, tmp_path_factory):
+    """An export with LIMITS and CAPPED's cap on sentences a request."""
+    return export_saved_model(
+        toy_run_dir, str(tmp_path_factory.mktemp("capped")), version=3,
+        decoding=CAPPED, limits=LIMITS)
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +127,14 @@ def test_warmup_requests_parse_and_run_through_the_signature(
     boundaries = graph.boundaries.numpy().tolist()
     assert widths == sorted(set(widths)) and set(widths) <= set(boundaries)
     assert widths[0] == boundaries[0] and widths[-1] == boundaries[-1]
+    # A sentence over the limit would fail the warm-up, and TF Serving
+    # would not load the model: those widths are left out.
+    limited = TranslationGraph(model, make_tokenizer(proto),
+                               DecodingOptions(),
+                               ServingLimits(max_sentence_bytes=40))
+    sentences = warmup_sentences(limited, 8)
+    assert sentences and all(len(sentence.encode("utf-8")) <= 40
+                             for sentence in sentences)
     none = export_saved_model(toy_run_dir, str(tmp_path), warmup_requests=0)
     assert not os.path.exists(os.path.join(none, "assets.extra"))
 
@@ -144,7 +173,7 @@ def test_n_best_signature(exported):
                        beam_size=tf.constant(1), alpha=tf.constant(0.6))
     assert greedy["translations"].shape == (2, 1)
     with pytest.raises(tf.errors.InvalidArgumentError,
-                       match="beam_size must be >= 1"):
+                       match="beam_size 0 must be >= 1"):
         translate(inputs=tf.constant(SENTENCES[:1]),
                   beam_size=tf.constant(0), alpha=tf.constant(0.6))
 
@@ -220,11 +249,8 @@ def test_translate_cli_from_checkpoint_and_saved_model(
 
 
 def test_a_request_over_the_cap_is_refused_and_translators_split(
-        toy_run_dir, checkpoint_translations, tmp_path):
-    path = export_saved_model(
-        toy_run_dir, str(tmp_path), version=3,
-        decoding=DecodingOptions(jit_compile=False, max_batch_sentences=2))
-    serve = tf.saved_model.load(path).signatures["serving_default"]
+        capped_export, checkpoint_translations):
+    serve = _serving_default(capped_export)
     assert serve(inputs=tf.constant(SENTENCES[:2]))[
         "translations"].shape == (2,)
     with pytest.raises(tf.errors.InvalidArgumentError,
@@ -232,8 +258,122 @@ def test_a_request_over_the_cap_is_refused_and_translators_split(
         serve(inputs=tf.constant(SENTENCES[:3]))
     # The client reads the cap from the export and sends batches under it,
     # whatever its own (larger) setting.
-    assert SavedModelTranslator(path).translate(SENTENCES) == \
+    assert SavedModelTranslator(capped_export).translate(SENTENCES) == \
         checkpoint_translations[0]
+
+
+def _refused_within_a_second(call, message):
+    """Asserts that `call()` fails with InvalidArgument saying `message`
+    in under a second: nothing proportional to the request ran first."""
+    start = time.monotonic()
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=re.escape(message)):
+        call()
+    assert time.monotonic() - start < 1.0, message
+
+
+def test_translate_takes_requests_at_the_limits_and_refuses_more(
+        capped_export):
+    loaded = _loaded(capped_export)
+    assert {name: getattr(loaded, name).numpy()
+            for name in dataclasses.asdict(LIMITS)} == \
+        dataclasses.asdict(LIMITS)
+    translate = loaded.signatures["translate"]
+
+    def call(inputs=("a" * 2048, "b" * 952), beam_size=4, alpha=1.0):
+        return translate(inputs=tf.constant(inputs, tf.string),
+                         beam_size=tf.constant(beam_size),
+                         alpha=tf.constant(alpha, tf.float32))
+
+    # Every limit exactly (the request is 3000 bytes); this first call
+    # also builds the signature's function, which the timed calls reuse.
+    at_limits = call()
+    assert at_limits["translations"].shape == (2, 4)
+    assert np.all(np.isfinite(at_limits["scores"].numpy()))
+    for arguments, message in [
+            ({"beam_size": 5},
+             "beam_size 5 is over the export limit max_beam_size=4"),
+            ({"beam_size": 10**6},
+             "beam_size 1000000 is over the export limit max_beam_size=4"),
+            ({"beam_size": 0}, "beam_size 0 must be >= 1"),
+            ({"alpha": 1.5}, "alpha 1.5 is over the export limit max_alpha=1"),
+            ({"alpha": math.inf}, "alpha inf must be finite and >= 0"),
+            ({"alpha": math.nan}, "alpha nan must be finite and >= 0"),
+            ({"alpha": -0.5}, "alpha -0.5 must be finite and >= 0"),
+            ({"inputs": ["a", "b" * 2049]}, "inputs[1] is 2049 bytes, over "
+             "the export limit max_sentence_bytes=2048"),
+            ({"inputs": ["a" * 2048, "b" * 953]}, "the request has 3001 "
+             "bytes of strings, over the export limit max_request_bytes=3000"),
+            ({"inputs": ["a"] * 3}, "too many sentences in one request (3 > "
+             "max_batch_sentences=2)")]:
+        _refused_within_a_second(lambda: call(**arguments), message)
+
+
+def test_score_counts_targets_against_the_limits(capped_export):
+    score = _loaded(capped_export).signatures["score"]
+
+    def call(inputs, targets, alpha=1.0):
+        return score(inputs=tf.constant(inputs), targets=tf.constant(targets),
+                     alpha=tf.constant(alpha, tf.float32))
+
+    assert np.all(np.isfinite(call(["a" * 1500], ["b" * 1500])[
+        "scores"].numpy()))
+    _refused_within_a_second(
+        lambda: call(["a"], ["b" * 2049]), "targets[0] is 2049 bytes, over "
+        "the export limit max_sentence_bytes=2048")
+    _refused_within_a_second(
+        lambda: call(["a" * 1500], ["b" * 1501]), "the request has 3001 "
+        "bytes of strings, over the export limit max_request_bytes=3000")
+    _refused_within_a_second(lambda: call(["a"], ["b"], math.inf),
+                             "alpha inf must be finite and >= 0")
+
+
+def test_a_100_mb_string_is_refused_without_being_tokenized(exported):
+    serve = _serving_default(exported)
+    serve(inputs=tf.constant(["ein hund"]))  # builds the function
+    huge = tf.constant(["ein hund", "x" * (100 << 20)])
+    # The default limit. Tokenizing 100 MB would take far over a second.
+    _refused_within_a_second(
+        lambda: serve(inputs=huge), "inputs[1] is 104857600 bytes, over the "
+        "export limit max_sentence_bytes=4096")
+
+
+def test_an_export_refuses_a_serving_default_over_its_own_limits(
+        toy_run_dir, tmp_path):
+    with pytest.raises(ConfigError, match="--max_beam_size=4"):
+        export_saved_model(toy_run_dir, str(tmp_path),
+                           decoding=DecodingOptions(beam_size=5),
+                           limits=LIMITS)
+    with pytest.raises(ConfigError, match="--max_request_bytes=10 is less "
+                       "than --max_sentence_bytes=4096"):
+        ServingLimits(max_request_bytes=10)
+    with pytest.raises(ConfigError, match="--max_alpha=nan must be"):
+        ServingLimits(max_alpha=math.nan)
+
+
+def test_clients_of_an_export_refuse_a_beam_or_alpha_over_its_limits(
+        capped_export):
+    # One error before any request, not InvalidArgument from each one.
+    with pytest.raises(ConfigError, match="--beam_size=5 is over its "
+                       "max_beam_size=4 and --alpha=1.5 is over its "
+                       "max_alpha=1 "):
+        SavedModelTranslator(capped_export,
+                             DecodingOptions(beam_size=5, alpha=1.5))
+    with pytest.raises(ConfigError, match="--alpha=2 is over its "
+                       "max_alpha=1 "):
+        Scorer.from_saved_model(capped_export, DecodingOptions(alpha=2.0))
+
+
+def test_in_process_translation_has_no_export_limits(toy_run_dir):
+    over = ServingLimits()
+    model, proto, _ = RunDir(toy_run_dir).load_model()
+    translator = Translator(model, make_tokenizer(proto), DecodingOptions(
+        beam_size=over.max_beam_size + 1, alpha=over.max_alpha + 1))
+    long_sentence = " ".join(["ein hund"] * (over.max_sentence_bytes // 8))
+    assert len(long_sentence.encode("utf-8")) > over.max_sentence_bytes
+    results, truncated = translator.translate_n_best([long_sentence],
+                                                     n_best=2)
+    assert len(results[0]) == 2 and truncated == 1
 
 
 # Any bytes a client may send: text (any code point, combining marks,
@@ -261,12 +401,59 @@ def test_serving_fuzz_one_string_per_input_never_raises(exported, batch):
                                   again["scores"].numpy())
 
 
+# Requests at, over and far over the limits: beams, alphas (NaN and
+# infinities too) and strings of up to 10 MB.
+_BEAM_SIZE = st.one_of(st.integers(1, LIMITS.max_beam_size),
+                       st.sampled_from([0, -1, LIMITS.max_beam_size + 1,
+                                        10**6, 2**31 - 1]))
+_ALPHA = st.one_of(st.floats(0.0, LIMITS.max_alpha, width=32),
+                   st.floats(allow_nan=True, allow_infinity=True, width=32))
+_LIMIT_INPUT = st.one_of(_INPUT, st.sampled_from(
+    [b"x" * LIMITS.max_sentence_bytes, b"x" * (LIMITS.max_sentence_bytes + 1),
+     b"x" * (10 << 20)]))
+
+
+def _within_capped_exports_limits(batch, beam_size, alpha):
+    lengths = [len(text) for text in batch]
+    return (len(batch) <= CAPPED.max_batch_sentences and
+            max(lengths, default=0) <= LIMITS.max_sentence_bytes and
+            sum(lengths) <= LIMITS.max_request_bytes and
+            1 <= beam_size <= LIMITS.max_beam_size and
+            math.isfinite(alpha) and 0.0 <= alpha <= LIMITS.max_alpha)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(_LIMIT_INPUT, max_size=3), beam_size=_BEAM_SIZE,
+       alpha=_ALPHA)
+def test_translate_fuzz_refuses_what_breaks_a_limit_else_scores_finitely(
+        capped_export, batch, beam_size, alpha):
+    translate = _loaded(capped_export).signatures["translate"]
+    arguments = {"inputs": tf.constant(batch, tf.string, shape=[len(batch)]),
+                 "beam_size": tf.constant(beam_size, tf.int32),
+                 "alpha": tf.constant(alpha, tf.float32)}
+    within = _within_capped_exports_limits(batch, beam_size, alpha)
+    # --hypothesis-show-statistics counts both kinds of example.
+    event("within the limits" if within else "over a limit")
+    if not within:
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="must be|over the export limit|too many"):
+            translate(**arguments)
+        return
+    outputs = translate(**arguments)
+    assert outputs["translations"].shape == (len(batch), beam_size)
+    assert np.all(np.isfinite(outputs["scores"].numpy()))
+
+
 _LOADED = {}
 
 
-def _serving_default(path):
-    """The export's serving_default, loaded once per path."""
+def _loaded(path):
+    """The export at `path`, loaded once."""
     if path not in _LOADED:
-        _LOADED[path] = tf.saved_model.load(path).signatures[
-            "serving_default"]
+        _LOADED[path] = tf.saved_model.load(path)
     return _LOADED[path]
+
+
+def _serving_default(path):
+    return _loaded(path).signatures["serving_default"]
