@@ -64,6 +64,9 @@ def import_tensorflow_quietly():
     dropped from stderr; any other line it writes is passed on."""
     if "tensorflow" in sys.modules or wants_tensorflow_logs():
         return
+    # Its C++ warnings too (e.g. a kernel's OP_REQUIRES line before the
+    # error a tool reports as one line): asked for, they are shown.
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:

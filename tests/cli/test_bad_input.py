@@ -6,6 +6,7 @@ The default suite runs one case per kind of check and tool (a process each,
 most of it TensorFlow's import); `-m slow` runs the whole matrix."""
 
 import concurrent.futures
+import re
 
 import pytest
 
@@ -49,6 +50,11 @@ def test_bad_input_is_one_line_naming_the_problem(case, outcomes,
                                                   toy_run_dir):
     status, stderr, directory = outcomes[case]
     assert "Traceback" not in stderr, stderr[-3000:]
+    # Before the error only the tool's own progress lines (absl INFO):
+    # no warning, C++ log line or traceback around it.
+    progress = stderr.strip().splitlines()[:-1]
+    assert all(re.match(r"I\d{4} ", line) for line in progress), \
+        stderr[-3000:]
     last_line = stderr.strip().splitlines()[-1]
     assert last_line.startswith(f"t2t-{case.tool}: error: "), stderr[-3000:]
     assert fill(case.expected, directory, toy_run_dir) in last_line

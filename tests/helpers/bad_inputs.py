@@ -11,10 +11,11 @@ import dataclasses
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
-from processes import run_python
+from processes import REPO, quiet_environment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,10 +296,16 @@ def fill(text, directory, run_dir):
 def run_case(case, directory, run_dir):
     """(exit status, stderr) of the tool given the case's flags."""
     own = tempfile.mkdtemp(dir=directory)
-    result = run_python(["-m", "t2t_repro.cli", case.tool,
-                         *(fill(f, directory, run_dir).replace("{m}", own)
-                           for f in case.flags)],
-                        timeout=300)
+    # As a user runs it: without TF_CPP_MIN_LOG_LEVEL, which would ask for
+    # TensorFlow's own lines.
+    environment = quiet_environment()
+    del environment["TF_CPP_MIN_LOG_LEVEL"]
+    result = subprocess.run(
+        [sys.executable, "-m", "t2t_repro.cli", case.tool,
+         *(fill(f, directory, run_dir).replace("{m}", own)
+           for f in case.flags)],
+        cwd=REPO, env=environment, capture_output=True, text=True,
+        timeout=300)
     return result.returncode, result.stderr
 
 
