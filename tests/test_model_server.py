@@ -14,7 +14,9 @@ from t2t_repro.serving import export_saved_model
 
 SENTENCES = ["ein hund läuft das gras", "", "der mann eine katze",
              "über das gras läuft ein hund — «schön» 犬",
-             " ".join(["ein hund läuft"] * 340), "eine katze"]
+             # Long enough to be cut (max_length 32 pieces), within the
+             # export's 4,096-byte limit per sentence.
+             " ".join(["ein hund läuft"] * 100), "eine katze"]
 
 
 @pytest.fixture(scope="module")
