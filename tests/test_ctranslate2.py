@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from margins import teacher_forced_margins
 from processes import run_python
 from t2t_repro.checkpoints import RunDir
-from t2t_repro.config import (EXTRA_DECODE_LENGTH, ConfigError,
-                              DecodingOptions, TransformerConfig)
+from t2t_repro.config import (BOS_ID, EOS_ID, EXTRA_DECODE_LENGTH, PAD_ID,
+                              ConfigError, DecodingOptions, TransformerConfig)
 from t2t_repro.ct2 import (CTranslate2Translator, export_ctranslate2,
                            transformer_spec)
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
-from t2t_repro.decoding.greedy import greedy_decode
+from t2t_repro.decoding.greedy import greedy_decode, next_token_log_probs
 from t2t_repro.evaluation import score_translations
 from t2t_repro.inference import Translator
 from t2t_repro.model import Transformer
@@ -38,7 +39,8 @@ def _greedy_ids_both_ways(model, tokenizer, ct2_dir, sentences):
     ids, _ = tokenize_sources(tokenizer, tf.constant(sentences),
                               model.config.max_length)
     output, _ = tf.function(lambda x: greedy_decode(model, x))(ids)
-    ours = [[i for i in row if i > 3] for row in output.numpy().tolist()]
+    ours = [[i for i in row if i not in (PAD_ID, EOS_ID)]
+            for row in output.numpy().tolist()]
     translator = CTranslate2Translator(ct2_dir, DecodingOptions(beam_size=1))
     sources = [[translator.tokens[i] for i in row if i]
                for row in ids.numpy().tolist()]
@@ -52,8 +54,35 @@ def _greedy_ids_both_ways(model, tokenizer, ct2_dir, sentences):
     return ours, theirs
 
 
+# Where our greedy output and CTranslate2's part, |log P(ours) - log P(its)|
+# under our model. Both compute in float32 but round differently (their
+# own GEMMs and fusions): on the quickstart-sized model below their scores
+# of the same outputs differed by 4e-7 nats per token (2e-5 per sentence,
+# 2026-11-25), and the closest call along our outputs was 0.022 nats. A
+# wrong weight or mask moves log-probabilities by far more than this.
+CT2_NEAR_TIE = 1e-2
+
+
+def _first_difference_is_a_near_tie(model, source_ids, ours, theirs):
+    """Whether `ours` and `theirs` (one sentence's output ids, EOS
+    dropped) part at a token our `model` all but tied with theirs."""
+    index = next(i for i, (a, b) in enumerate(zip(ours + [EOS_ID],
+                                                  theirs + [EOS_ID]))
+                 if a != b)
+    target_in = np.array([[BOS_ID] + ours[:index]], np.int32)
+    logits = model((source_ids[np.newaxis], target_in), training=False)
+    log_probs = next_token_log_probs(logits[:, index],
+                                     tf.constant(index == 0)).numpy()[0]
+    ours_next, theirs_next = ((ids + [EOS_ID])[index]
+                              for ids in (ours, theirs))
+    return abs(log_probs[ours_next] - log_probs[theirs_next]) < CT2_NEAR_TIE
+
+
 def test_quickstart_sized_model_gives_the_same_greedy_ids(tmp_path):
-    # The quickstart's layers, briefly trained on the toy pairs.
+    # The quickstart's layers, briefly trained on the toy pairs: varied
+    # outputs, some running to the length limit, from a model that has
+    # not learned them with a margin. So no exact equality: a near-tie may
+    # go either way on some CPU (none did on the one this was written on).
     trainer = toy_trainer(tmp_path / "run", 60, config=QUICKSTART_SIZED,
                           batch_tokens=256, warmup_steps=20,
                           learning_rate_scale=0.3, checkpoint_every=60)
@@ -62,9 +91,15 @@ def test_quickstart_sized_model_gives_the_same_greedy_ids(tmp_path):
     sources, _ = _toy_sources_and_references()
     ours, theirs = _greedy_ids_both_ways(
         trainer.model, trainer.tokenizer, ct2_dir, sources)
-    # Varied outputs, some running to the length limit.
     assert len(set(map(tuple, ours))) > 4 and max(map(len, ours)) > 50
-    assert ours == theirs
+    differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+    # At most 3 of the 64 sentences, each parting at a near-tie.
+    assert len(differ) <= 0.05 * len(ours), differ
+    source_ids, _ = tokenize_sources(trainer.tokenizer, tf.constant(sources),
+                                     QUICKSTART_SIZED.max_length)
+    for i in differ:
+        assert _first_difference_is_a_near_tie(
+            trainer.model, source_ids.numpy()[i], ours[i], theirs[i]), i
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +111,15 @@ def toy_ct2(toy_run_dir, tmp_path_factory):
 def test_trained_model_greedy_ids_and_beam_translations_agree(
         toy_run_dir, toy_ct2):
     model, proto, _ = RunDir(toy_run_dir).load_model()
-    sources, _ = _toy_sources_and_references()
-    ours, theirs = _greedy_ids_both_ways(model, make_tokenizer(proto),
-                                         toy_ct2, sources)
+    tokenizer = make_tokenizer(proto)
+    sources, targets = _toy_sources_and_references()
+    # Every token learned by a nat or more: rounding that differs between
+    # the engines cannot flip one, so the greedy ids compare exactly.
+    margins = teacher_forced_margins(
+        model, tokenizer.tokenize(sources).to_tensor(),
+        tokenizer.tokenize(targets).to_tensor().numpy())
+    assert margins.min() > 1.0, np.sort(margins)[:5]
+    ours, theirs = _greedy_ids_both_ways(model, tokenizer, toy_ct2, sources)
     assert ours == theirs
     beam = DecodingOptions(beam_size=4)
     ours, our_scores = Translator(model, make_tokenizer(proto),

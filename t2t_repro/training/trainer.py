@@ -394,9 +394,11 @@ class Trainer:
             # A second signal: the user will not wait for the checkpoint.
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+        # Recorded before the log call: a second signal arriving during it
+        # must find the first.
+        self.interrupted_by = signum
         logging.warning("signal %d: checkpointing and stopping (send it "
                         "again to exit at once)", signum)
-        self.interrupted_by = signum
 
     def train(self):
         """Trains to `train_steps`; returns the final step. Releases the

@@ -63,6 +63,58 @@ def _sequence_log_prob(model, source_ids, output_ids):
     return np.sum(np.where(output_ids != PAD_ID, picked, 0.0), axis=1)
 
 
+# Two engines (XLA and the graph, another batch shape's matmuls, beam
+# search and greedy) round differently. On the untrained model no token
+# wins by a margin, so on some CPU a near-tie can flip, and the rest of
+# that sentence with it. Tests that need the untrained model (its outputs
+# run to the length limit) therefore ask for most sentences identical and
+# explain the others; the trained copy model's tokens win by a nat or more
+# (`_margin_checked_sources`), so tests on it compare exactly.
+MIN_IDENTICAL = 0.9  # of 16 sentences: one may differ
+# On a sentence whose tokens agree; XLA's and the graph's scores of the
+# same ~58 tokens differed by 2e-5 nats (2026-11-25).
+SCORE_ATOL = 1e-4
+# |log P(one token) - log P(the other)| where a greedy difference starts:
+# 1000x that drift per token, and far below the untrained model's gap
+# between its top two tokens (median 1 nat; 2 tokens of 899 under 1e-3).
+NEAR_TIE = 1e-3
+
+
+def _assert_mostly_the_same(model, source, first, second):
+    """`first` and `second`: (ids, scores) of one search run two ways over
+    `source`, ids `[batch, length]` (greedy) or `[batch, beams, length]`."""
+    ids, scores = (np.asarray(x) for x in first)
+    other_ids, other_scores = (np.asarray(x) for x in second)
+    assert ids.shape == other_ids.shape and len(ids) >= 16
+    same = np.array([np.array_equal(a, b) for a, b in zip(ids, other_ids)])
+    assert same.mean() >= MIN_IDENTICAL, f"{np.sum(~same)} of {len(same)}"
+    np.testing.assert_allclose(scores[same], other_scores[same],
+                               atol=SCORE_ATOL)
+    if ids.ndim == 3:
+        return
+    # A greedy difference must start where the model could not choose.
+    for row in np.flatnonzero(~same):
+        index = np.flatnonzero(ids[row] != other_ids[row])[0]
+        target_in = np.concatenate([[BOS_ID], ids[row][:-1]])[np.newaxis]
+        logits = model((source[row:row + 1], target_in.astype(np.int32)),
+                       training=False)
+        log_probs = next_token_log_probs(logits[:, index],
+                                         tf.constant(index == 0)).numpy()[0]
+        gap = abs(log_probs[ids[row, index]] -
+                  log_probs[other_ids[row, index]])
+        assert gap < NEAR_TIE, (row, index, gap)
+
+
+def _margin_checked_sources(copy_model, seed, count):
+    """`count` held-out sequences the copy model copies with a margin of
+    over a nat per token: on them the top hypothesis of any engine is the
+    same on any CPU."""
+    source = _sources(np.random.default_rng(seed), count, COPY.vocab_size)
+    margins = teacher_forced_margins(copy_model, source, source)
+    assert margins.min() > 1.0, np.sort(margins)[:5]
+    return source
+
+
 @pytest.mark.parametrize("head_dims", [None, (3, 5)])
 def test_cached_decoding_equals_teacher_forcing(random_model, head_dims):
     if head_dims:  # d_k != d_v != d_model / h
@@ -109,12 +161,40 @@ def test_fixed_shape_buffers_double_in_stages_up_to_the_output_limit(
         16, 32, 55, 55]
 
 
-def test_beam_of_one_without_length_penalty_is_greedy(random_model):
-    source = _sources(np.random.default_rng(1), 6, RANDOM.vocab_size)
-    greedy_ids, greedy_scores = _greedy(random_model, source)
-    beam_ids, beam_scores = _beam(random_model, source, 1, 0.0)
-    np.testing.assert_array_equal(beam_ids[:, 0], greedy_ids)
-    np.testing.assert_allclose(beam_scores[:, 0], greedy_scores, atol=1e-5)
+def test_beam_of_one_without_length_penalty_follows_greedy(random_model):
+    # The one alive hypothesis takes greedy's path; but each step looks at
+    # 2 candidates (module docstring), so an ending (EOS, the runner-up)
+    # of that path is kept, and returned if it scores better than greedy's
+    # output or greedy's ran to the length limit (ended ones rank first).
+    # Untrained, outputs run to the limit and every step is compared.
+    source = _sources(np.random.default_rng(1), 16, RANDOM.vocab_size)
+    greedy_ids, greedy_scores = (x.numpy() for x in _greedy(random_model,
+                                                             source))
+    beam_ids, beam_scores = (x.numpy()[:, 0] for x in _beam(
+        random_model, source, 1, 0.0))
+    same = np.array([np.array_equal(g, b)
+                     for g, b in zip(greedy_ids, beam_ids)])
+    # 14 of these 16 identical, on the CPU this was written on.
+    assert same.mean() >= 0.75, same
+    np.testing.assert_allclose(beam_scores[same], greedy_scores[same],
+                               atol=SCORE_ATOL)
+    for row in np.flatnonzero(~same):
+        greedy, beam = greedy_ids[row], beam_ids[row]
+        index = np.flatnonzero(greedy != beam)[0]
+        target_in = np.concatenate([[BOS_ID], greedy[:-1]])[np.newaxis]
+        logits = random_model((source[row:row + 1],
+                               target_in.astype(np.int32)), training=False)
+        log_probs = next_token_log_probs(logits[:, index],
+                                         tf.constant(index == 0)).numpy()[0]
+        if beam[index] != EOS_ID:  # the paths parted: only at a near-tie
+            gap = abs(log_probs[greedy[index]] - log_probs[beam[index]])
+            assert gap < NEAR_TIE, (row, index, gap)
+            continue
+        # An ending of greedy's path, at a step where EOS was the runner-up.
+        assert np.all(beam[index + 1:] == PAD_ID)
+        assert np.argsort(log_probs)[-2] == EOS_ID, (row, index)
+        assert (EOS_ID not in greedy or
+                beam_scores[row] >= greedy_scores[row] - SCORE_ATOL), row
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
@@ -144,30 +224,40 @@ def test_beam_scores_are_the_models_and_sorted(random_model, alpha):
 
 def test_output_does_not_depend_on_batch_padding(random_model):
     # The untrained model rarely emits EOS, so outputs run to the limit of
-    # input length + 50: the limit must come from the real length.
-    source = _sources(np.random.default_rng(5), 3, RANDOM.vocab_size)
+    # input length + 50: the limit must come from the real length. (Exact:
+    # it does not depend on which token wins a near-tie.)
+    source = _sources(np.random.default_rng(5), 16, RANDOM.vocab_size)
     padded = np.pad(source, [[0, 0], [0, 7]])
+    limits = np.sum(source != PAD_ID, axis=1) + 50
     for decode in (lambda ids: _greedy(random_model, ids),
                    lambda ids: _beam(random_model, ids, 3, 0.6)):
-        alone, _ = decode(source)
-        wide, _ = decode(padded)
-        width = alone.shape[-1]
-        np.testing.assert_array_equal(wide.numpy()[..., :width], alone)
-        assert np.all(wide.numpy()[..., width:] == PAD_ID)
+        alone = [np.asarray(x) for x in decode(source)]
+        wide = [np.asarray(x) for x in decode(padded)]
+        width = alone[0].shape[-1]
+        assert np.all(wide[0][..., width:] == PAD_ID)
+        lengths = np.sum(wide[0] != PAD_ID, axis=-1)
+        assert np.all(lengths.T <= limits) and np.any(lengths.T == limits)
+        _assert_mostly_the_same(random_model, source, alone,
+                                (wide[0][..., :width], wide[1]))
 
 
-def test_stopping_at_the_best_keeps_the_best(random_model):
-    source = _sources(np.random.default_rng(6), 6, RANDOM.vocab_size)
-    exact_ids, exact_scores = _beam(random_model, source, 4, 0.6)
+def test_stopping_at_the_best_keeps_the_best(copy_model):
+    # Trained: the right copy ends last, after worse hypotheses ended
+    # early (EOS among the 8 candidates of a step), so stopping too soon
+    # returns one of those.
+    source = _margin_checked_sources(copy_model, 6, 8)
+    exact_ids, exact_scores = _beam(copy_model, source, 4, 0.6)
     ids, scores = tf.function(lambda x: beam_search(
-        random_model, x, 4, 0.6, exact_n_best=False))(source)
+        copy_model, x, 4, 0.6, exact_n_best=False))(source)
     np.testing.assert_array_equal(ids[:, 0], exact_ids[:, 0])
     np.testing.assert_allclose(scores[:, 0], exact_scores[:, 0], atol=1e-5)
 
 
 def test_xla_and_graph_decoders_give_the_same_tokens(random_model):
-    # The graph decoders' caches grow; XLA's are fixed-size buffers.
-    source = tf.constant(_sources(np.random.default_rng(3), 4,
+    # The graph decoders' caches grow; XLA's are fixed-size buffers,
+    # doubled in stages (16, 32, then the limit): untrained, the outputs
+    # run past the second.
+    source = tf.constant(_sources(np.random.default_rng(3), 16,
                                   RANDOM.vocab_size))
     for decode in (
             lambda ids, fixed: greedy_decode(random_model, ids,
@@ -177,18 +267,17 @@ def test_xla_and_graph_decoders_give_the_same_tokens(random_model):
         graph = tf.function(lambda ids: decode(ids, False))(source)
         xla = tf.function(lambda ids: decode(ids, True),
                           jit_compile=True)(source)
-        np.testing.assert_array_equal(xla[0], graph[0])
-        np.testing.assert_allclose(xla[1], graph[1], atol=1e-4)
+        assert np.max(np.sum(graph[0].numpy() != PAD_ID, axis=-1)) > 32
+        _assert_mostly_the_same(random_model, source.numpy(), graph, xla)
 
 
-def test_parallel_searches_give_the_results_of_one(random_model):
-    # Outputs of the untrained model run to the limit: a short one.
+def test_parallel_searches_give_the_results_of_one(copy_model):
     options = DecodingOptions(extra_length=6)
-    sources = _sources(np.random.default_rng(8), 5, RANDOM.vocab_size)
+    sources = _margin_checked_sources(copy_model, 8, 5)
     any_batch = [tf.TensorSpec([None, None], tf.int32)]
 
     def decoder(searches, **changes):
-        return tf.function(best_translation_fn(random_model, dataclasses.replace(
+        return tf.function(best_translation_fn(copy_model, dataclasses.replace(
             options, parallel_searches=searches, **changes)), any_batch)
 
     one, two = decoder(1), decoder(2)
@@ -201,9 +290,12 @@ def test_parallel_searches_give_the_results_of_one(random_model):
         np.testing.assert_allclose(split, joined, atol=1e-4)
     # The serving signature's n-best: every beam, in the same order.
     n_best = [tf.function(lambda ids, n=n: n_best_translations(
-        random_model, ids, tf.constant(3), tf.constant(0.6),
+        copy_model, ids, tf.constant(3), tf.constant(0.6),
         dataclasses.replace(options, parallel_searches=n)))(sources)
         for n in (1, 2)]
+    # The margin covers the best hypothesis; the runners-up must be
+    # ranked by gaps far above rounding too for their order to be exact.
+    assert np.all(np.diff(n_best[0][1], axis=1) < -1e-3), n_best[0][1]
     np.testing.assert_array_equal(n_best[1][0], n_best[0][0])
     np.testing.assert_allclose(n_best[1][1], n_best[0][1], atol=1e-5)
     assert n_best[0][0].shape[:2] == (5, 3)
