@@ -332,7 +332,8 @@ def test_two_fit_steps_equal_two_trainer_steps(tmp_path):
                 if not mine.path.endswith("/key/bias")]
     assert len(compared) > 30
     for mine, theirs in compared:
-        assert mine.path == theirs.path
+        # Keras numbers a process's second model "transformer_1".
+        assert mine.path.split("/", 1)[1] == theirs.path.split("/", 1)[1]
         np.testing.assert_allclose(mine.numpy(), theirs.numpy(), atol=1e-5,
                                    err_msg=mine.path)
     moved = [np.abs(w.numpy() - w0).max()

@@ -69,7 +69,8 @@ def test_bar_only_on_a_terminal_and_cleared_for_each_log_line():
 
 
 def test_toy_run_logs_the_step_of_the_total_and_the_eta(tmp_path, caplog):
-    caplog.set_level(logging.INFO)
+    # An in-process flag parse elsewhere sets absl's logger to WARNING.
+    caplog.set_level(logging.INFO, logger="absl")
     toy_trainer(tmp_path / "run", 10).train()
     lines = [r.getMessage() for r in caplog.records
              if re.match(r"step \d+/", r.getMessage())]

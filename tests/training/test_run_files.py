@@ -202,7 +202,7 @@ def test_resuming_on_a_changed_training_file_is_refused_unless_allowed(
             "anyway$")):
         _file_trainer(tmp_path / "run", corpus, 3)
 
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="absl"):
         resumed = _file_trainer(tmp_path / "run", corpus, 3,
                                 allow_option_changes=True)
     assert f"{corpus.source_path} changed since the run started" in (
@@ -398,7 +398,7 @@ def test_nan_or_huge_dev_scores_never_end_a_run(tmp_path, monkeypatch,
                         lambda self, model, sentence: None)
     trainer = toy_trainer(tmp_path, 1, dev_pairs=toy_pairs().take(1),
                           eval_every=1, keep_best=1)
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         assert trainer.train() == 1
     assert "step 1 dev loss 1000.0000 perplexity inf greedy sacreBLEU nan" in (
         caplog.text)
