@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Translation throughput of one run's checkpoint through every decoder:
 the in-process graph (with and without XLA), the SavedModel's
-serving_default (the default export and an --export_jit_compile one) and
-CTranslate2 (float32 and int8).
+serving_default (the default export and an --export_jit_compile one),
+each also in bf16 (--precision=bf16), and CTranslate2 (float32 and
+int8).
 
     python scripts/bench_decode.py --model_dir=runs/multi30k \
         [--input=data/multi30k/test_2016_flickr.en.gz] \
@@ -41,7 +42,10 @@ import time
 
 from absl import app, flags
 
-ENGINES = ("graph", "graph_xla", "saved_model", "saved_model_xla",
+# *_bf16: weights and matmuls in bf16 (t2t-export/t2t-translate
+# --precision=bf16).
+ENGINES = ("graph", "graph_xla", "graph_bf16", "saved_model",
+           "saved_model_xla", "saved_model_bf16", "saved_model_xla_bf16",
            "ct2", "ct2_int8")
 flags.DEFINE_string("model_dir", None, "A t2t-train run.")
 flags.DEFINE_string("checkpoint", None, "Default: the run's latest.")
@@ -87,14 +91,19 @@ def _engine(name, beam, workdir):
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.inference import TranslationGraph
 
-    decoding = DecodingOptions(beam_size=beam, jit_compile=name.endswith(
-        "xla"), max_batch_sentences=max(int(b) for b in FLAGS.batches))
+    from t2t_repro.decoding.precision import in_precision
+
+    precision = "bf16" if name.endswith("_bf16") else "fp32"
+    decoding = DecodingOptions(beam_size=beam, jit_compile="_xla" in name,
+                               max_batch_sentences=max(int(b) for b in
+                                                       FLAGS.batches))
     if FLAGS.parallel_searches:
         decoding = dataclasses.replace(
             decoding, parallel_searches=FLAGS.parallel_searches)
     if name.startswith("graph"):
         model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
-        graph = TranslationGraph(model, make_tokenizer(proto), decoding)
+        graph = TranslationGraph(in_precision(model, precision),
+                                 make_tokenizer(proto), decoding)
         return lambda batch: graph.serve(tf.constant(batch))["translations"]
     if name.startswith("saved_model"):
         from t2t_repro.serving import export_saved_model
@@ -102,7 +111,8 @@ def _engine(name, beam, workdir):
         path = export_saved_model(FLAGS.model_dir, workdir,
                                   version=len(os.listdir(workdir)) + 1,
                                   checkpoint=FLAGS.checkpoint,
-                                  decoding=decoding, warmup_requests=0)
+                                  decoding=decoding, warmup_requests=0,
+                                  precision=precision)
         serve = tf.saved_model.load(path).signatures["serving_default"]
         return lambda batch: serve(inputs=tf.constant(batch))["translations"]
     from t2t_repro.ct2 import CTranslate2Translator, export_ctranslate2

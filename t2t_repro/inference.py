@@ -78,10 +78,12 @@ class TranslationGraph(tf.Module):
         # saved_model_cli) restores.
         self.model_variables = [v.value for v in model.variables]
         self.max_length = model.config.max_length
+        # Variables, so that a loaded export can be asked what it is.
+        self.compute_dtype = tf.Variable(model.compute_dtype, trainable=False,
+                                         name="compute_dtype")
         self.tokenizer = tokenizer
         self.boundaries = tf.constant(bucket_boundaries(self.max_length),
                                       tf.int32)
-        # A variable, so that SavedModelTranslator can read it back.
         self.max_batch_sentences = tf.Variable(
             decoding.max_batch_sentences, trainable=False,
             name="max_batch_sentences")

@@ -7,6 +7,8 @@ import tensorflow as tf
 
 from t2t_repro import layers
 from t2t_repro.config import PAD_ID, TransformerConfig
+from t2t_repro.layers.dropout import Dropout
+from t2t_repro.layers.layer_normalization import LayerNormalization
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
 from t2t_repro.layers.masks import (causal_mask, padding_mask,
                                     positions_up_to)
@@ -24,7 +26,8 @@ class Transformer(keras.Model):
     Shapes:
         source_ids: int `[batch, source_length]`, padded with PAD_ID (0).
         target_input_ids: int `[batch, target_length]`, BOS then the target.
-        returns: float32 logits `[batch, target_length, vocab_size]`.
+        returns: logits `[batch, target_length, vocab_size]`, float32
+            unless `float32_logits=False` (see `SharedEmbedding.project`).
 
     Args:
         config: a `TransformerConfig` (or its dict form).
@@ -50,7 +53,7 @@ class Transformer(keras.Model):
         else:
             self.position_encoding = layers.SinusoidalPositionEncoding(
                 name="position_encoding")
-        self.embedding_dropout = keras.layers.Dropout(c.dropout)
+        self.embedding_dropout = Dropout(c.dropout)
         key_dim, value_dim = c.head_dims
         sizes = dict(d_model=c.d_model, num_heads=c.num_heads, d_ff=c.d_ff,
                      key_dim=key_dim, value_dim=value_dim, dropout=c.dropout,
@@ -63,9 +66,9 @@ class Transformer(keras.Model):
             layers.DecoderLayer(**sizes, name=f"decoder_layer_{i}")
             for i in range(c.num_decoder_layers)]
         if c.pre_norm:
-            self.encoder_norm = keras.layers.LayerNormalization(
+            self.encoder_norm = LayerNormalization(
                 epsilon=LAYER_NORM_EPSILON, name="encoder_norm")
-            self.decoder_norm = keras.layers.LayerNormalization(
+            self.decoder_norm = LayerNormalization(
                 epsilon=LAYER_NORM_EPSILON, name="decoder_norm")
         self.build_model()
 
@@ -103,7 +106,8 @@ class Transformer(keras.Model):
         return x
 
     def decode(self, target_input_ids, encoder_output, source_ids,
-               training=None, return_attention_scores=False):
+               training=None, return_attention_scores=False,
+               float32_logits=True):
         """Teacher-forced decoder: logits `[batch, target_length, vocab]`.
 
         With `return_attention_scores`, also a list (one per layer) of
@@ -120,16 +124,16 @@ class Transformer(keras.Model):
                 return_attention_scores=True)
             all_weights.append(weights)
         logits = self.embedding.project(
-            self._final_norm("decoder_norm", x))
+            self._final_norm("decoder_norm", x), float32_logits)
         if return_attention_scores:
             return logits, all_weights
         return logits
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, float32_logits=True):
         source_ids, target_input_ids = inputs
         encoder_output = self.encode(source_ids, training=training)
         return self.decode(target_input_ids, encoder_output, source_ids,
-                           training=training)
+                           training=training, float32_logits=float32_logits)
 
     @property
     def max_positions(self):

@@ -13,6 +13,7 @@ from t2t_repro.checkpoints import RunDir, checkpoint_step
 from t2t_repro.config import (DEFAULT_WARMUP_REQUESTS, ConfigError,
                               DecodingOptions, ServingLimits)
 from t2t_repro.data.vocabulary import load_sentencepiece, make_tokenizer
+from t2t_repro.decoding.precision import in_precision
 from t2t_repro.inference import TranslationGraph
 
 # Where TF Serving looks for warm-up records (at most 1000 are replayed).
@@ -106,7 +107,8 @@ def write_warmup_requests(module, path, count):
 def export_saved_model(model, export_dir, version=None, checkpoint=None,
                        decoding=DecodingOptions(),
                        warmup_requests=DEFAULT_WARMUP_REQUESTS,
-                       vocabulary=None, limits=ServingLimits()):
+                       vocabulary=None, limits=ServingLimits(),
+                       precision="fp32"):
     """Writes `export_dir/<version>/` (with `warmup_requests` warm-up
     records; 0 writes none) and returns its path. Its signatures refuse
     requests over `limits` (a `ServingLimits`).
@@ -115,7 +117,10 @@ def export_saved_model(model, export_dir, version=None, checkpoint=None,
     in memory with its SentencePiece model (see `model_and_vocabulary`).
     `version` defaults to a run's checkpoint step; a model in memory needs
     one. An XLA-compiled decoder (`decoding.jit_compile`) runs in TF
-    Serving only with --xla_cpu_compilation_enabled=true.
+    Serving only with --xla_cpu_compilation_enabled=true. `precision`:
+    "fp32", "bf16" or "auto" (decoding/precision.py); the export holds its
+    weights in that precision whatever machine later serves it, and names
+    it in its `compute_dtype` variable.
     """
     if not (decoding.beam_size <= limits.max_beam_size and
             0.0 <= decoding.alpha <= limits.max_alpha):
@@ -135,6 +140,7 @@ def export_saved_model(model, export_dir, version=None, checkpoint=None,
     if tf.io.gfile.exists(path):
         raise FileExistsError(f"{path} exists; TF Serving versions are "
                               "immutable, give another --version")
+    model = in_precision(model, precision)
     module = TranslationGraph(model, make_tokenizer(proto), decoding,
                               limits)
     # TF Serving polls export_dir and loads any new numeric directory: write
@@ -146,8 +152,8 @@ def export_saved_model(model, export_dir, version=None, checkpoint=None,
     if warmup_requests:
         write_warmup_requests(module, partial, warmup_requests)
     tf.io.gfile.rename(partial, path)
-    logging.info("exported %s (beam %d, alpha %g%s; %s) to %s",
-                 checkpoint or "a model in memory",
+    logging.info("exported %s (%s, beam %d, alpha %g%s; %s) to %s",
+                 checkpoint or "a model in memory", model.compute_dtype,
                  decoding.beam_size, decoding.alpha,
                  ", XLA" if decoding.jit_compile else "", limits, path)
     return path

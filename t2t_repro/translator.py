@@ -14,6 +14,7 @@ from absl import logging
 
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
+from t2t_repro.decoding.precision import in_precision
 from t2t_repro.inference import TranslationGraph, batches_by_length
 from t2t_repro.serving import model_and_vocabulary
 
@@ -47,20 +48,22 @@ class Translator:
                                     if cap is None else int(cap.numpy()))
 
     @classmethod
-    def from_model(cls, model, vocabulary):
+    def from_model(cls, model, vocabulary, precision="fp32"):
         """A `Transformer` in memory and its SentencePiece model (the
-        serialized proto's bytes, or a path to it)."""
+        serialized proto's bytes, or a path to it). `precision`: "fp32",
+        "bf16" or "auto" (t2t-translate's --precision)."""
         model, proto, _ = model_and_vocabulary(model, vocabulary)
-        return cls(TranslationGraph(model, make_tokenizer(proto), _DEFAULTS))
+        return cls(TranslationGraph(in_precision(model, precision),
+                                    make_tokenizer(proto), _DEFAULTS))
 
     @classmethod
-    def from_run(cls, model_dir, checkpoint=None):
+    def from_run(cls, model_dir, checkpoint=None, precision="fp32"):
         """A t2t-train run directory's latest checkpoint, or `checkpoint`:
         a path like MODEL_DIR/ckpt-950, or a run directory of its own
         such as t2t-average's MODEL_DIR/average."""
         model, proto, _ = model_and_vocabulary(model_dir,
                                                checkpoint=checkpoint)
-        return cls.from_model(model, proto)
+        return cls.from_model(model, proto, precision)
 
     @classmethod
     def from_saved_model(cls, path):

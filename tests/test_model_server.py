@@ -57,3 +57,17 @@ def test_an_xla_export_needs_the_servers_xla_flag(
     disabled = model_server.translate(loader, path, SENTENCES)
     assert disabled.returncode == 1
     assert "XLA compilation disabled" in disabled.stderr
+
+
+def test_the_model_server_runs_a_bf16_export_like_t2t_translate(
+        loader, toy_run_dir, tmp_path):
+    path = export_saved_model(toy_run_dir, str(tmp_path), precision="bf16")
+    source = tmp_path / "source.txt"
+    source.write_text("".join(s + "\n" for s in SENTENCES), "utf-8")
+    expected = run_python(["-m", "t2t_repro.cli", "translate",
+                           "--progress=false", "--precision=bf16",
+                           f"--model_dir={toy_run_dir}", f"--input={source}"])
+    assert expected.returncode == 0, expected.stderr[-3000:]
+    result = model_server.translate(loader, path, SENTENCES)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == expected.stdout

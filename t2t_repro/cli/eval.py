@@ -21,12 +21,13 @@ from t2t_repro.cli.flags import (accept_training_flagfiles,
                                  check_command_line_model_flags,
                                  corpus_from_flags, decoding_from_flags,
                                  define_checkpoint, define_data_flags,
-                                 define_decoding_flags)
+                                 define_decoding_flags, define_precision)
 from t2t_repro.data import DataError
 
 accept_training_flagfiles()  # the run's --flagfile
 define_data_flags(splits=("test",))
 define_decoding_flags()
+define_precision()
 define_checkpoint()
 flags.mark_flag_as_required("model_dir")
 flags.DEFINE_string("output_dir", None, "Where hypotheses and scores go "
@@ -66,6 +67,7 @@ def main():
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.evaluation import format_scores, score_corpus
     from t2t_repro.checkpoints import CONFIG_FILENAME, RunDir, checkpoint_step
+    from t2t_repro.decoding.precision import in_precision
 
     corpus = corpus_from_flags("test")
     if corpus is None:
@@ -74,13 +76,15 @@ def main():
     check_command_line_model_flags(run_dir.load_config(),
                                    run_dir.file(CONFIG_FILENAME))
     model, proto, checkpoint = run_dir.load_model(FLAGS.checkpoint)
+    model = in_precision(model, FLAGS.precision)
     hypotheses, _, scores = score_corpus(
         model, make_tokenizer(proto), corpus, decoding_from_flags(),
         progress=True)
     step = checkpoint_step(checkpoint)
     test_name = os.path.basename(corpus.name)
     scores.update(checkpoint=checkpoint, step=step, test=test_name,
-                  beam_size=FLAGS.beam_size, alpha=FLAGS.alpha)
+                  beam_size=FLAGS.beam_size, alpha=FLAGS.alpha,
+                  precision=model.compute_dtype)
     write_summaries(os.path.join(FLAGS.model_dir, "eval"), step, scores)
     output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, "eval")
     base = write_results(output_dir, f"{test_name}.step{step}", hypotheses,

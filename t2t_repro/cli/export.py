@@ -22,8 +22,8 @@ from t2t_repro.cli import common
 from t2t_repro.config import (CT2_QUANTIZATIONS, DEFAULT_WARMUP_REQUESTS,
                               ServingLimits)
 from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
-                                 define_decoding_flags, define_settings,
-                                 settings_from_flags)
+                                 define_decoding_flags, define_precision,
+                                 define_settings, settings_from_flags)
 
 define_checkpoint()
 flags.DEFINE_string("export_dir", None, "Base directory of the model's "
@@ -32,6 +32,7 @@ flags.DEFINE_integer("version", None, "Version subdirectory (default: the "
                      "checkpoint's step).", lower_bound=0)
 define_decoding_flags()  # --beam_size and --alpha: serving_default's
 define_settings(ServingLimits)  # --max_beam_size, ...: what a request may ask
+define_precision()  # the SavedModel's; CTranslate2 has --quantization
 flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
                   "saved_model: a TF Serving version directory; "
                   "ctranslate2: a CTranslate2 model (pip install -e "
@@ -52,6 +53,11 @@ flags.register_multi_flags_validator(
     ["format", "quantization"],
     lambda f: f["quantization"] is None or f["format"] == "ctranslate2",
     message="--quantization is for --format=ctranslate2")
+flags.register_multi_flags_validator(
+    ["format", "precision"],
+    lambda f: f["precision"] == "fp32" or f["format"] == "saved_model",
+    message="--precision is for SavedModels; --format=ctranslate2 has "
+    "--quantization")
 
 FLAGS = flags.FLAGS
 
@@ -70,7 +76,8 @@ def main():
     print(export_saved_model(FLAGS.model_dir, FLAGS.export_dir,
                              FLAGS.version, FLAGS.checkpoint, decoding,
                              FLAGS.warmup_requests,
-                             limits=settings_from_flags(ServingLimits)))
+                             limits=settings_from_flags(ServingLimits),
+                             precision=FLAGS.precision))
 
 
 def run():

@@ -284,6 +284,17 @@ def accept_training_flagfiles():
 
 # Decoding ------------------------------------------------------------------
 
+def define_precision():
+    from t2t_repro.decoding.precision import PRECISIONS
+
+    _define(flags.DEFINE_enum, "precision", "fp32", list(PRECISIONS),
+            "Decode with float32 weights and matmuls, or bf16 ones (softmax, "
+            "LayerNorm and scores stay float32): faster where bf16 matmuls "
+            "are (CPUs with AMX), at some rounding of the scores; auto: bf16 "
+            "where this machine's bf16 matmuls run at least 1.3x float32, "
+            "measured at start-up (docs/performance.md).")
+
+
 def define_decoding_flags(show=True):
     """The `DecodingOptions` fields: --beam_size, --alpha, ..."""
     define_settings(config_lib.DecodingOptions, show)

@@ -39,7 +39,7 @@ from absl import flags
 
 from t2t_repro.cli import common
 from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
-                                 define_decoding_flags)
+                                 define_decoding_flags, define_precision)
 from t2t_repro.cli.streaming import (count_lines, define_streaming_flags,
                                      run_stream)
 
@@ -59,6 +59,7 @@ flags.DEFINE_integer("n_best", 1, "Write this many hypotheses per input, "
 flags.DEFINE_bool("with_scores", False, "Write SCORE ||| TRANSLATION "
                   "(score above).")
 define_decoding_flags()
+define_precision()
 flags.register_multi_flags_validator(
     ["model_dir", "saved_model", "ctranslate2"],
     lambda f: sum(f[name] is not None for name in f) == 1,
@@ -74,12 +75,19 @@ flags.register_multi_flags_validator(
     message="--n_best is for --model_dir and --saved_model; --ctranslate2 "
     "translates 1-best")
 
+flags.register_multi_flags_validator(
+    ["precision", "model_dir"],
+    lambda f: f["precision"] == "fp32" or f["model_dir"] is not None,
+    message="--precision is for --model_dir: an export decodes in the "
+    "precision it was exported in")
+
 FLAGS = flags.FLAGS
 
 
 def make_translator():
     from t2t_repro.checkpoints import RunDir
     from t2t_repro.data.vocabulary import make_tokenizer
+    from t2t_repro.decoding.precision import in_precision
     from t2t_repro.inference import SavedModelTranslator, Translator
 
     if FLAGS.saved_model:
@@ -90,7 +98,8 @@ def make_translator():
         return CTranslate2Translator(FLAGS.ctranslate2, decoding_from_flags(),
                                      FLAGS.threads)
     model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
-    return Translator(model, make_tokenizer(proto), decoding_from_flags())
+    return Translator(in_precision(model, FLAGS.precision),
+                      make_tokenizer(proto), decoding_from_flags())
 
 
 def output_lines(n_best_lists, first_index):

@@ -2,7 +2,8 @@
 
 import keras
 
-from t2t_repro.layers.encoder_layer import EncoderLayer, LAYER_NORM_EPSILON
+from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON, EncoderLayer
+from t2t_repro.layers.layer_normalization import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -41,7 +42,7 @@ class DecoderLayer(EncoderLayer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.cross_attention = self._attention("cross_attention")
-        self.cross_attention_norm = keras.layers.LayerNormalization(
+        self.cross_attention_norm = LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="cross_attention_norm")
 
     def build(self, inputs_shape, encoder_output_shape=None):

@@ -2,6 +2,8 @@
 
 import keras
 
+from t2t_repro.layers.dropout import Dropout
+from t2t_repro.layers.layer_normalization import LayerNormalization
 from t2t_repro.layers.multi_head_attention import MultiHeadAttention
 from t2t_repro.layers.position_wise_feed_forward import (
     PositionWiseFeedForward,
@@ -54,11 +56,11 @@ class EncoderLayer(keras.layers.Layer):
         self.self_attention = self._attention("self_attention")
         self.feed_forward = PositionWiseFeedForward(
             d_model, d_ff, relu_dropout, name="feed_forward")
-        self.attention_norm = keras.layers.LayerNormalization(
+        self.attention_norm = LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="self_attention_norm")
-        self.feed_forward_norm = keras.layers.LayerNormalization(
+        self.feed_forward_norm = LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name="feed_forward_norm")
-        self.residual_dropout = keras.layers.Dropout(dropout)
+        self.residual_dropout = Dropout(dropout)
 
     def _attention(self, name):
         return MultiHeadAttention(self.num_heads, self.d_model, self.key_dim,

@@ -2,6 +2,7 @@
 
 import keras
 
+from t2t_repro.layers.dropout import Dropout
 from t2t_repro.layers.dense_2d import dense_2d
 
 
@@ -31,7 +32,7 @@ class PositionWiseFeedForward(keras.layers.Layer):
         self.d_ff = d_ff
         self.dropout = dropout
         self.inner = keras.layers.Dense(d_ff, activation="relu", name="inner")
-        self.inner_dropout = keras.layers.Dropout(dropout)
+        self.inner_dropout = Dropout(dropout)
         self.outer = keras.layers.Dense(d_model, name="outer")
 
     def build(self, inputs_shape):

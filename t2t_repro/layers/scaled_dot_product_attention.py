@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from t2t_repro.layers.dropout import Dropout
 from t2t_repro.layers.masks import NEG_INF
 
 
@@ -38,7 +39,7 @@ class ScaledDotProductAttention(keras.layers.Layer):
     def __init__(self, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
         self.dropout = dropout
-        self._dropout_layer = keras.layers.Dropout(dropout)
+        self._dropout_layer = Dropout(dropout)
 
     def call(self, query, key, value, attention_mask=None, training=None,
              return_attention_scores=False):

@@ -14,7 +14,10 @@ class SharedEmbedding(keras.layers.Layer):
     Shapes:
         call: ids `[batch, length]` int -> `[batch, length, d_model]`
         project: `[batch, length, d_model]` -> logits
-            `[batch, length, vocab_size]` (float32)
+            `[batch, length, vocab_size]`, float32 unless
+            `float32_logits=False` (then the dtype of x, which spares a
+            bf16 training step a float32 copy of its largest tensor: the
+            loss casts inside its fused pass)
 
     Args:
         vocab_size: size of the shared subword vocabulary.
@@ -29,6 +32,9 @@ class SharedEmbedding(keras.layers.Layer):
 
     def __init__(self, vocab_size, d_model, **kwargs):
         super().__init__(**kwargs)
+        # As Keras' Embedding: the table is read in its own dtype, so a
+        # lookup casts the rows it gathers, not the whole table.
+        self.autocast = False
         self.vocab_size = vocab_size
         self.d_model = d_model
 
@@ -41,19 +47,18 @@ class SharedEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, ids):
-        table = tf.cast(tf.convert_to_tensor(self.embeddings),
-                        self.compute_dtype)
-        return tf.gather(table, ids) * tf.cast(
-            self.d_model ** 0.5, self.compute_dtype)
+        rows = tf.cast(tf.gather(tf.convert_to_tensor(self.embeddings), ids),
+                       self.compute_dtype)
+        return rows * tf.cast(self.d_model ** 0.5, self.compute_dtype)
 
-    def project(self, x):
+    def project(self, x, float32_logits=True):
         table = tf.cast(tf.convert_to_tensor(self.embeddings), x.dtype)
         shape = tf.shape(x)
         # A 2-D matmul: ~3x faster than the broadcasting 3-D one on CPU.
         logits = tf.matmul(tf.reshape(x, [-1, self.d_model]), table,
                            transpose_b=True)
         logits = tf.reshape(logits, tf.concat([shape[:-1], [-1]], 0))
-        return tf.cast(logits, tf.float32)
+        return tf.cast(logits, tf.float32) if float32_logits else logits
 
     def get_config(self):
         config = super().get_config()

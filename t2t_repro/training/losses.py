@@ -25,6 +25,9 @@ def _log_partition_label_mean(labels, logits):
 # evaluation does not (see `evaluation_stats`).
 @tf.function(jit_compile=True)
 def _per_token_loss_and_hit(labels, logits, smoothing):
+    # Cast here, not before: a bf16 model's logits (and their gradient)
+    # then never exist in float32 outside this fused pass.
+    logits = tf.cast(logits, tf.float32)
     log_partition, label_logit, mean_logit = _log_partition_label_mean(
         labels, logits)
     loss = (log_partition - (1.0 - smoothing) * label_logit
@@ -45,14 +48,15 @@ def smoothed_cross_entropy_stats(labels, logits, smoothing):
 
     Args:
         labels: int `[batch, length]`.
-        logits: float `[batch, length, vocab]`.
+        logits: float `[batch, length, vocab]`, any float dtype (the
+            loss is computed in float32).
         smoothing: epsilon_ls (0.1 in the paper).
 
     Returns:
         (loss_sum, token_count, correct_count), float32 scalars; a token
         is correct when the argmax of its logits is the label.
     """
-    loss, hit = _per_token_loss_and_hit(labels, tf.cast(logits, tf.float32),
+    loss, hit = _per_token_loss_and_hit(labels, logits,
                                         tf.cast(smoothing, tf.float32))
     weights = tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
     return (tf.reduce_sum(loss * weights), tf.reduce_sum(weights),

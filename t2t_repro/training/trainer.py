@@ -289,7 +289,8 @@ class Trainer:
     def _micro_batch_gradients(self, source, target_input, target_output):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            logits = self.model((source, target_input), training=True)
+            logits = self.model((source, target_input), training=True,
+                                float32_logits=False)
             loss_sum, count, correct = smoothed_cross_entropy_stats(
                 target_output, logits, self.options.label_smoothing)
             # Identity unless the optimizer is fp16's LossScaleOptimizer.

@@ -24,6 +24,7 @@ from t2t_repro.config import (DecodingOptions, TrainingOptions,
 from t2t_repro.data import text_files
 from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import make_tokenizer
+from t2t_repro.decoding.precision import in_precision
 from t2t_repro.inference import Translator
 from t2t_repro.training.precision import POLICIES
 from t2t_repro.training.trainer import Trainer
@@ -233,7 +234,7 @@ def test_mixed_precision_trains_and_counts_skipped_steps(tmp_path,
     assert int(resumed.optimizer.iterations.numpy()) == updates
 
 
-@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("precision", ["bf16", "fp16", "bf16 weights"])
 def test_mixed_precision_decodes_as_float32_does(toy_run_dir, precision):
     # A run trained in 16 bits evaluates its dev BLEU with that model. On
     # the toy run, bf16's log-probabilities of the targets are float32's
@@ -248,13 +249,17 @@ def test_mixed_precision_decodes_as_float32_does(toy_run_dir, precision):
     sources, targets = (list(x) for x in zip(*pairs))
     model, proto, _ = RunDir(toy_run_dir).load_model()
     tokenizer = make_tokenizer(proto)
-    keras.mixed_precision.set_global_policy(POLICIES[precision])
-    try:
-        low, _, _ = RunDir(toy_run_dir).load_model()
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-    assert low.compute_dtype == {"bf16": "bfloat16",
-                                 "fp16": "float16"}[precision]
+    if precision == "bf16 weights":  # --precision=bf16 of the decoders
+        low = in_precision(model, "bf16")
+        assert {v.dtype for v in low.trainable_weights} == {"bfloat16"}
+    else:  # a run trained in 16 bits
+        keras.mixed_precision.set_global_policy(POLICIES[precision])
+        try:
+            low, _, _ = RunDir(toy_run_dir).load_model()
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+    assert low.compute_dtype == {"bf16": "bfloat16", "fp16": "float16",
+                                 "bf16 weights": "bfloat16"}[precision]
     margins = teacher_forced_margins(
         low, tokenizer.tokenize(sources).to_tensor(),
         tokenizer.tokenize(targets).to_tensor().numpy())
