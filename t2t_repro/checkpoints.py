@@ -39,7 +39,8 @@ from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.config import ConfigError, TransformerConfig
 from t2t_repro.data.vocabulary import (SPM_MODEL_FILENAME, load_sentencepiece,
                                        vocab_size_of)
-from t2t_repro.files import read_json_object, write_atomically
+from t2t_repro.files import (directory_written_whole, read_json_object,
+                             write_atomically)
 
 CONFIG_FILENAME = "config.json"
 TRAINING_OPTIONS_FILENAME = "training.json"
@@ -48,6 +49,8 @@ CHECKPOINT_NAME = "ckpt"
 # tf.train.CheckpointManager's list of the checkpoints it keeps.
 CHECKPOINT_LIST_FILENAME = "checkpoint"
 AVERAGE_DIRNAME = "average"
+# In an average's directory: what it averages, and that average() wrote it.
+AVERAGED_FILENAME = "averaged.json"
 CORRUPT_DIRNAME = "corrupt"
 # Options that decide which batches a step sees (or how it computes them):
 # resuming with another value silently changes the run's data order.
@@ -469,14 +472,18 @@ class RunDir:
         for total, variable in zip(sums, model.weights):
             if "float" in str(variable.dtype):
                 variable.assign((total / len(paths)).astype(variable.dtype))
-        if tf.io.gfile.exists(output_dir) and tf.io.gfile.listdir(output_dir):
-            raise FileExistsError(f"{output_dir}: exists and is not empty")
-        output = RunDir(output_dir)
-        tf.io.gfile.makedirs(output_dir)
-        for name in (CONFIG_FILENAME, SPM_MODEL_FILENAME):
-            shutil.copyfile(self.file(name), output.file(name))
-        saved = output.checkpoint_manager(checkpoint, 1).save(
-            checkpoint_number=checkpoint_step(paths[-1]))
+        if tf.io.gfile.exists(output_dir) and not tf.io.gfile.listdir(
+                output_dir):
+            tf.io.gfile.rmtree(output_dir)  # an empty one is ours to fill
+        with directory_written_whole(output_dir) as partial:
+            output = RunDir(partial)
+            for name in (CONFIG_FILENAME, SPM_MODEL_FILENAME):
+                shutil.copyfile(self.file(name), output.file(name))
+            output.checkpoint_manager(checkpoint, 1).save(
+                checkpoint_number=checkpoint_step(paths[-1]))
+            write_atomically(output.file(AVERAGED_FILENAME), json.dumps(
+                {"select": select, "checkpoints": paths}, indent=1))
+        saved = RunDir(output_dir).latest_checkpoint()
         logging.info("averaged %s into %s", ", ".join(paths), saved)
         return saved
 
@@ -485,11 +492,18 @@ class RunDir:
         checkpoints, written to MODEL_DIR/average unless it is current."""
         paths = self.newest_checkpoints(count)
         output = RunDir(self.file(AVERAGE_DIRNAME))
-        existing = output.latest_checkpoint()
-        if existing is None or (checkpoint_step(existing) !=
-                                checkpoint_step(paths[-1])):
-            shutil.rmtree(output.path, ignore_errors=True)
-            self.average(output.path, count)
+        if tf.io.gfile.exists(output.path):
+            if not tf.io.gfile.exists(output.file(AVERAGED_FILENAME)):
+                raise ConfigError(
+                    f"{output.path} exists but holds no {AVERAGED_FILENAME}: "
+                    "not an average this tool wrote; move it away")
+            averaged = read_json_object(output.file(AVERAGED_FILENAME))
+            if averaged.get("checkpoints") == paths:
+                return output, paths
+            logging.info("replacing %s (the average of %s)", output.path,
+                         ", ".join(averaged.get("checkpoints", [])))
+            tf.io.gfile.rmtree(output.path)
+        self.average(output.path, count)
         return output, paths
 
 

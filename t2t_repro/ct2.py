@@ -31,6 +31,7 @@ import tensorflow as tf
 from t2t_repro.config import (EXTRA_DECODE_LENGTH, ConfigError,
                               DecodingOptions, TransformerConfig)
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
+from t2t_repro.files import directory_written_whole
 from t2t_repro.inference import _BatchingTranslator
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
 from t2t_repro.serving import model_and_vocabulary
@@ -159,16 +160,13 @@ def export_ctranslate2(model, output_dir, checkpoint=None,
 
     if os.path.exists(output_dir):
         raise FileExistsError(f"{output_dir} exists; give a new directory")
-    # Written beside and renamed, like the SavedModel export.
-    partial = os.path.join(os.path.dirname(os.path.abspath(output_dir)),
-                           f".{os.path.basename(output_dir)}.partial")
-    _Converter().convert(partial, quantization=quantization, force=True)
-    with open(os.path.join(partial, VOCABULARY_FILE), "wb") as handle:
-        handle.write(proto)
-    with open(os.path.join(partial, CONFIG_FILE), "w",
-              encoding="utf-8") as handle:
-        json.dump(dataclasses.asdict(model.config), handle, indent=1)
-    os.rename(partial, output_dir)
+    with directory_written_whole(os.path.abspath(output_dir)) as partial:
+        _Converter().convert(partial, quantization=quantization, force=True)
+        with open(os.path.join(partial, VOCABULARY_FILE), "wb") as handle:
+            handle.write(proto)
+        with open(os.path.join(partial, CONFIG_FILE), "w",
+                  encoding="utf-8") as handle:
+            json.dump(dataclasses.asdict(model.config), handle, indent=1)
     return output_dir
 
 

@@ -1,9 +1,14 @@
 """Run files: written so that a kill never leaves half of one, read so that
 one damaged anyway (a truncated copy, a full disk) is named in one line."""
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
+import socket
+import threading
+import uuid
 
 import tensorflow as tf
 
@@ -21,6 +26,71 @@ def write_atomically(path, data):
                            else "w") as handle:
         handle.write(data)
     tf.io.gfile.rename(temporary, path, overwrite=True)
+
+
+def _partial_prefix(destination):
+    parent, name = os.path.split(destination.rstrip("/"))
+    return parent, f".{name}.partial-"
+
+
+def _remove_dead_writers_partials(destination):
+    """Removes the temporary directories of `directory_written_whole` for
+    `destination` that a killed process of this host left."""
+    parent, prefix = _partial_prefix(destination)
+    if not tf.io.gfile.isdir(parent or "."):
+        return
+    host = socket.gethostname()
+    for name in tf.io.gfile.listdir(parent or "."):
+        name = name.rstrip("/")
+        if not name.startswith(prefix):
+            continue
+        writer_host, pid, _ = (name[len(prefix):].rsplit("-", 2)
+                               + ["", ""])[:3]
+        if writer_host != host or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            tf.io.gfile.rmtree(os.path.join(parent, name))
+        except PermissionError:  # alive, another user's
+            pass
+
+
+def _terminate(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def directory_written_whole(destination):
+    """Yields a new temporary sibling directory to write `destination`'s
+    files in, and renames it to `destination` when the block ends, so that
+    nobody (TF Serving polling for versions, a rerun) ever sees half of
+    it. If the block raises, SIGTERM included (in the main thread), the
+    temporary directory is removed; one that a killed process left is
+    removed by the next writer. FileExistsError if `destination` exists,
+    before or after the block: of two writers, the first to finish wins
+    and the other leaves no trace."""
+    if tf.io.gfile.exists(destination):
+        raise FileExistsError(f"{destination} exists")
+    _remove_dead_writers_partials(destination)
+    parent, prefix = _partial_prefix(destination)
+    partial = os.path.join(parent, f"{prefix}{socket.gethostname()}-"
+                           f"{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tf.io.gfile.makedirs(partial)
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield partial
+        if tf.io.gfile.exists(destination):
+            raise FileExistsError(f"{destination} exists: written by "
+                                  "another process meanwhile")
+        tf.io.gfile.rename(partial, destination)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+        if tf.io.gfile.exists(partial):
+            tf.io.gfile.rmtree(partial)
 
 
 def read_json_object(path):

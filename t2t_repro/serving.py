@@ -14,6 +14,7 @@ from t2t_repro.config import (DEFAULT_WARMUP_REQUESTS, ConfigError,
                               DecodingOptions, ServingLimits)
 from t2t_repro.data.vocabulary import load_sentencepiece, make_tokenizer
 from t2t_repro.decoding.precision import in_precision
+from t2t_repro.files import directory_written_whole
 from t2t_repro.inference import TranslationGraph
 
 # Where TF Serving looks for warm-up records (at most 1000 are replayed).
@@ -143,15 +144,12 @@ def export_saved_model(model, export_dir, version=None, checkpoint=None,
     model = in_precision(model, precision)
     module = TranslationGraph(model, make_tokenizer(proto), decoding,
                               limits)
-    # TF Serving polls export_dir and loads any new numeric directory: write
-    # under a name it ignores, then rename, so it never sees half a model.
-    partial = os.path.join(export_dir, f".{version}.partial")
-    if tf.io.gfile.exists(partial):
-        tf.io.gfile.rmtree(partial)
-    tf.saved_model.save(module, partial, signatures=module.signatures())
-    if warmup_requests:
-        write_warmup_requests(module, partial, warmup_requests)
-    tf.io.gfile.rename(partial, path)
+    # TF Serving polls export_dir and loads any new numeric directory: it
+    # must never see half a model.
+    with directory_written_whole(path) as partial:
+        tf.saved_model.save(module, partial, signatures=module.signatures())
+        if warmup_requests:
+            write_warmup_requests(module, partial, warmup_requests)
     logging.info("exported %s (%s, beam %d, alpha %g%s; %s) to %s",
                  checkpoint or "a model in memory", model.compute_dtype,
                  decoding.beam_size, decoding.alpha,

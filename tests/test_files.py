@@ -1,0 +1,93 @@
+"""Directories written whole: exports and averages never half-written,
+never mixed, never left behind."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from processes import REPO
+from t2t_repro.checkpoints import AVERAGE_DIRNAME, AVERAGED_FILENAME, RunDir
+from t2t_repro.config import ConfigError
+from t2t_repro.files import directory_written_whole
+
+
+def _files(directory):
+    return sorted(os.listdir(directory))
+
+
+def test_the_first_of_two_writers_wins_and_the_other_leaves_nothing(
+        tmp_path):
+    destination = str(tmp_path / "7")
+    with pytest.raises(FileExistsError, match="another process meanwhile"):
+        with directory_written_whole(destination) as second:
+            with directory_written_whole(destination) as first:
+                assert first != second
+                (tmp_path / os.path.basename(first) / "a").write_text("1")
+            (tmp_path / os.path.basename(second) / "b").write_text("2")
+    assert _files(tmp_path) == ["7"]
+    assert _files(destination) == ["a"]
+    with pytest.raises(FileExistsError, match="7 exists"):
+        with directory_written_whole(destination):
+            pass
+
+
+def test_a_failed_write_leaves_nothing(tmp_path):
+    destination = str(tmp_path / "out")
+    with pytest.raises(RuntimeError):
+        with directory_written_whole(destination) as partial:
+            (tmp_path / os.path.basename(partial) / "half").write_text("x")
+            raise RuntimeError("disk full")
+    assert _files(tmp_path) == []
+
+
+def test_sigterm_inside_the_block_leaves_nothing(tmp_path):
+    script = (
+        "import os, signal, sys\n"
+        "from t2t_repro.files import directory_written_whole\n"
+        "with directory_written_whole(sys.argv[1]) as partial:\n"
+        "    open(os.path.join(partial, 'half'), 'w').write('x')\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    open(os.path.join(partial, 'never'), 'w').write('x')\n")
+    result = subprocess.run([sys.executable, "-c", script,
+                             str(tmp_path / "out")], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-2000:]
+    assert _files(tmp_path) == []
+
+
+def test_a_killed_writers_directory_is_removed_by_the_next(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; "
+                           "print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    host = socket.gethostname()
+    leftover = tmp_path / f".out.partial-{host}-{dead}-0a1b2c3d"
+    leftover.mkdir()
+    live = tmp_path / f".out.partial-{host}-{os.getppid()}-0a1b2c3d"
+    live.mkdir()
+    with directory_written_whole(str(tmp_path / "out")):
+        pass
+    assert _files(tmp_path) == [live.name, "out"]
+
+
+def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(toy_run_dir, run)
+    average_dir = run / AVERAGE_DIRNAME
+    average_dir.mkdir()
+    (average_dir / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not an average this tool wrote"):
+        RunDir(str(run)).average_of_last(1)
+    assert _files(average_dir) == ["notes.txt"]
+    shutil.rmtree(average_dir)
+    output, paths = RunDir(str(run)).average_of_last(1)
+    written = json.loads((average_dir / AVERAGED_FILENAME).read_text())
+    assert written == {"select": "last", "checkpoints": paths}
+    assert output.latest_checkpoint() is not None
+    assert not [name for name in _files(run) if ".partial" in name]
