@@ -217,13 +217,13 @@ def main(argv):
                         row["round"] = number
                         print(row, flush=True)
                     rows += measured
-    print("\nbeam  engine           batch  order     first pass  second "
+    print("\nbeam  engine                batch  order     first pass  second "
           "pass  steady  (sentences/s)  steady vs ct2")
     summary = _summary(rows)
     for row in summary:
         ratio = (f"{row['vs_ct2']:6.2f}" if row["vs_ct2"] is not None
                  else "     -")
-        print(f"{row['beam']:<5} {row['engine']:16} {row['batch']:<6} "
+        print(f"{row['beam']:<5} {row['engine']:21} {row['batch']:<6} "
               f"{row['order']:9} {row['first_pass']:10.1f}  "
               f"{row['second_pass']:11.1f}  {row['steady']:6.1f}  {'':13}  "
               f"{ratio}")
