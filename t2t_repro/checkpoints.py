@@ -11,7 +11,8 @@ MODEL_DIR goes through `RunDir`.
       checkpoint      their list (tf.train.CheckpointManager's)
       corrupt/TIME/   checkpoints a resume found unreadable, set aside
       best/           the best checkpoints by dev BLEU (best_checkpoints.py)
-      average/        t2t-train --average_last's average, itself a run dir
+      average/        t2t-train --average_last's average, itself a run dir,
+                      with averaged.json (what it averages)
       train/ dev/ eval/  TensorBoard events
       .worker_K/      a non-chief worker's throw-away checkpoints
       input/worker-K/ a non-chief worker's input-iterator checkpoints
@@ -442,13 +443,15 @@ class RunDir:
 
     # Averaging ---------------------------------------------------------
 
-    def average(self, output_dir, count, select="last"):
+    def average(self, output_dir, count, select="last", replace=False):
         """Writes the mean of the float weights of the newest `count`
         checkpoints (`select="last"`) or of the best by dev BLEU (`"best"`,
         from `--keep_best`) into `output_dir`, a run dir of its own; other
         variables, such as dropout RNG states, come from the newest (or
         best) one. Returns the new checkpoint's path, named after that
-        one's step."""
+        one's step. `output_dir` also gets AVERAGED_FILENAME, saying what
+        was averaged. With `replace`, an existing `output_dir` is replaced
+        once the new average is complete."""
         from t2t_repro.model import Transformer
 
         if select == "best":
@@ -475,14 +478,16 @@ class RunDir:
         if tf.io.gfile.exists(output_dir) and not tf.io.gfile.listdir(
                 output_dir):
             tf.io.gfile.rmtree(output_dir)  # an empty one is ours to fill
-        with directory_written_whole(output_dir) as partial:
+        with directory_written_whole(output_dir, replace) as partial:
             output = RunDir(partial)
             for name in (CONFIG_FILENAME, SPM_MODEL_FILENAME):
                 shutil.copyfile(self.file(name), output.file(name))
             output.checkpoint_manager(checkpoint, 1).save(
                 checkpoint_number=checkpoint_step(paths[-1]))
             write_atomically(output.file(AVERAGED_FILENAME), json.dumps(
-                {"select": select, "checkpoints": paths}, indent=1))
+                {"select": select, "count": count,
+                 "checkpoints": [os.path.basename(p) for p in paths]},
+                indent=1))
         saved = RunDir(output_dir).latest_checkpoint()
         logging.info("averaged %s into %s", ", ".join(paths), saved)
         return saved
@@ -492,19 +497,38 @@ class RunDir:
         checkpoints, written to MODEL_DIR/average unless it is current."""
         paths = self.newest_checkpoints(count)
         output = RunDir(self.file(AVERAGE_DIRNAME))
-        if tf.io.gfile.exists(output.path):
-            if not tf.io.gfile.exists(output.file(AVERAGED_FILENAME)):
+        exists = tf.io.gfile.exists(output.path)
+        if exists:
+            averaged = output.averaged()
+            if averaged is None:
                 raise ConfigError(
-                    f"{output.path} exists but holds no {AVERAGED_FILENAME}: "
-                    "not an average this tool wrote; move it away")
-            averaged = read_json_object(output.file(AVERAGED_FILENAME))
-            if averaged.get("checkpoints") == paths:
+                    f"{output.path} exists and is not an average of the last "
+                    "checkpoints (no averaged.json saying so, or files "
+                    "averages do not hold); move it away")
+            if averaged.get("checkpoints") == [os.path.basename(p)
+                                               for p in paths]:
                 return output, paths
-            logging.info("replacing %s (the average of %s)", output.path,
-                         ", ".join(averaged.get("checkpoints", [])))
-            tf.io.gfile.rmtree(output.path)
-        self.average(output.path, count)
+            logging.info("replacing %s, the average of %s", output.path,
+                         ", ".join(averaged.get("checkpoints") or
+                                   ["unrecorded checkpoints"]))
+        self.average(output.path, count, replace=exists)
         return output, paths
+
+    def averaged(self):
+        """What this directory averages, if `average(select="last")` wrote
+        it and it holds nothing else: its AVERAGED_FILENAME's object ({}
+        without one, as averages written before it existed); None for
+        anything else."""
+        names = {name.rstrip("/") for name in tf.io.gfile.listdir(self.path)}
+        average_files = {CONFIG_FILENAME, SPM_MODEL_FILENAME,
+                         CHECKPOINT_LIST_FILENAME, AVERAGED_FILENAME}
+        if not all(name in average_files or
+                   name.startswith(CHECKPOINT_NAME + "-") for name in names):
+            return None
+        if AVERAGED_FILENAME not in names:
+            return {}
+        averaged = read_json_object(self.file(AVERAGED_FILENAME))
+        return averaged if averaged.get("select") == "last" else None
 
 
 # A lock file this old that still holds no pid was cut off by a kill

@@ -2,9 +2,11 @@
 one damaged anyway (a truncated copy, a full disk) is named in one line."""
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -28,32 +30,40 @@ def write_atomically(path, data):
     tf.io.gfile.rename(temporary, path, overwrite=True)
 
 
+# Inside a partial directory while its writer lives: the writer holds an
+# flock on it, which the kernel releases when the writer dies, whatever
+# its host name or PID namespace (containers sharing a volume).
+_WRITER_LOCK = ".writer.lock"
+
+
 def _partial_prefix(destination):
     parent, name = os.path.split(destination.rstrip("/"))
-    return parent, f".{name}.partial-"
+    return parent or ".", f".{name}.partial-"
+
+
+def _is_local(path):
+    return "://" not in path
 
 
 def _remove_dead_writers_partials(destination):
     """Removes the temporary directories of `directory_written_whole` for
-    `destination` that a killed process of this host left."""
+    `destination` whose writer died (a kill -9): those whose writer lock
+    can be taken. Local file systems only, where flock works."""
     parent, prefix = _partial_prefix(destination)
-    if not tf.io.gfile.isdir(parent or "."):
+    if not (_is_local(parent) and os.path.isdir(parent)):
         return
-    host = socket.gethostname()
-    for name in tf.io.gfile.listdir(parent or "."):
-        name = name.rstrip("/")
-        if not name.startswith(prefix):
-            continue
-        writer_host, pid, _ = (name[len(prefix):].rsplit("-", 2)
-                               + ["", ""])[:3]
-        if writer_host != host or not pid.isdigit():
+    for name in os.listdir(parent):
+        lock_path = os.path.join(parent, name, _WRITER_LOCK)
+        if not name.startswith(prefix) or not os.path.exists(lock_path):
             continue
         try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            tf.io.gfile.rmtree(os.path.join(parent, name))
-        except PermissionError:  # alive, another user's
-            pass
+            with open(lock_path, "rb") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # its writer is alive
+        except FileNotFoundError:
+            continue  # finished or removed meanwhile
+        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
 
 
 def _terminate(signum, frame):
@@ -61,34 +71,66 @@ def _terminate(signum, frame):
 
 
 @contextlib.contextmanager
-def directory_written_whole(destination):
+def _sigterm_raises():
+    """SIGTERM raises SystemExit inside the block (so `finally` clauses
+    run), in the main thread, unless the process ignores SIGTERM."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous == signal.SIG_IGN:
+            previous = None
+        else:
+            signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def directory_written_whole(destination, replace=False):
     """Yields a new temporary sibling directory to write `destination`'s
     files in, and renames it to `destination` when the block ends, so that
     nobody (TF Serving polling for versions, a rerun) ever sees half of
-    it. If the block raises, SIGTERM included (in the main thread), the
-    temporary directory is removed; one that a killed process left is
-    removed by the next writer. FileExistsError if `destination` exists,
-    before or after the block: of two writers, the first to finish wins
-    and the other leaves no trace."""
-    if tf.io.gfile.exists(destination):
+    it: on a local file system, where a rename is atomic (on gs:// and
+    the like it copies object by object). If the block raises, SIGTERM
+    included, the temporary directory is removed; one that a kill -9 left
+    is removed by the next writer of the same destination.
+
+    Without `replace`, FileExistsError if `destination` exists, before or
+    after the block: of two writers, the first to finish wins and the
+    other leaves no trace. With `replace`, an existing `destination` is
+    replaced only once the new one is complete."""
+    if tf.io.gfile.exists(destination) and not replace:
         raise FileExistsError(f"{destination} exists")
     _remove_dead_writers_partials(destination)
     parent, prefix = _partial_prefix(destination)
     partial = os.path.join(parent, f"{prefix}{socket.gethostname()}-"
                            f"{os.getpid()}-{uuid.uuid4().hex[:8]}")
     tf.io.gfile.makedirs(partial)
-    main_thread = threading.current_thread() is threading.main_thread()
-    if main_thread:
-        previous = signal.signal(signal.SIGTERM, _terminate)
+    lock = None
+    if _is_local(partial):
+        lock = open(os.path.join(partial, _WRITER_LOCK), "wb")
+        fcntl.flock(lock, fcntl.LOCK_EX)
     try:
-        yield partial
-        if tf.io.gfile.exists(destination):
-            raise FileExistsError(f"{destination} exists: written by "
-                                  "another process meanwhile")
-        tf.io.gfile.rename(partial, destination)
+        with _sigterm_raises():
+            yield partial
+            if lock is not None:
+                os.remove(lock.name)
+            if tf.io.gfile.exists(destination):
+                if not replace:
+                    raise FileExistsError(f"{destination} exists: written "
+                                          "by another process meanwhile")
+                old = partial + ".old"
+                tf.io.gfile.rename(destination, old)
+                tf.io.gfile.rename(partial, destination)
+                tf.io.gfile.rmtree(old)
+            else:
+                tf.io.gfile.rename(partial, destination)
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        if lock is not None:
+            lock.close()
         if tf.io.gfile.exists(partial):
             tf.io.gfile.rmtree(partial)
 

@@ -109,7 +109,7 @@ def export_saved_model(model, export_dir, version=None, checkpoint=None,
                        decoding=DecodingOptions(),
                        warmup_requests=DEFAULT_WARMUP_REQUESTS,
                        vocabulary=None, limits=ServingLimits(),
-                       precision="fp32"):
+                       precision=None):
     """Writes `export_dir/<version>/` (with `warmup_requests` warm-up
     records; 0 writes none) and returns its path. Its signatures refuse
     requests over `limits` (a `ServingLimits`).
@@ -119,9 +119,10 @@ def export_saved_model(model, export_dir, version=None, checkpoint=None,
     `version` defaults to a run's checkpoint step; a model in memory needs
     one. An XLA-compiled decoder (`decoding.jit_compile`) runs in TF
     Serving only with --xla_cpu_compilation_enabled=true. `precision`:
-    "fp32", "bf16" or "auto" (decoding/precision.py); the export holds its
-    weights in that precision whatever machine later serves it, and names
-    it in its `compute_dtype` variable.
+    None (the model's own), "fp32", "bf16" or "auto"
+    (decoding/precision.py); the export holds its weights in that
+    precision whatever machine later serves it, and names its compute
+    dtype in its `compute_dtype` variable.
     """
     if not (decoding.beam_size <= limits.max_beam_size and
             0.0 <= decoding.alpha <= limits.max_alpha):

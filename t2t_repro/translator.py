@@ -48,16 +48,17 @@ class Translator:
                                     if cap is None else int(cap.numpy()))
 
     @classmethod
-    def from_model(cls, model, vocabulary, precision="fp32"):
+    def from_model(cls, model, vocabulary, precision=None):
         """A `Transformer` in memory and its SentencePiece model (the
-        serialized proto's bytes, or a path to it). `precision`: "fp32",
-        "bf16" or "auto" (t2t-translate's --precision)."""
+        serialized proto's bytes, or a path to it). `precision`: None
+        (the model as it is), "fp32", "bf16" or "auto" (t2t-translate's
+        --precision)."""
         model, proto, _ = model_and_vocabulary(model, vocabulary)
         return cls(TranslationGraph(in_precision(model, precision),
                                     make_tokenizer(proto), _DEFAULTS))
 
     @classmethod
-    def from_run(cls, model_dir, checkpoint=None, precision="fp32"):
+    def from_run(cls, model_dir, checkpoint=None, precision=None):
         """A t2t-train run directory's latest checkpoint, or `checkpoint`:
         a path like MODEL_DIR/ckpt-950, or a run directory of its own
         such as t2t-average's MODEL_DIR/average."""

@@ -4,7 +4,6 @@ never mixed, never left behind."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -61,17 +60,27 @@ def test_sigterm_inside_the_block_leaves_nothing(tmp_path):
 
 
 def test_a_killed_writers_directory_is_removed_by_the_next(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; "
-                           "print(os.getpid())"], capture_output=True,
-                          text=True, check=True).stdout.strip()
-    host = socket.gethostname()
-    leftover = tmp_path / f".out.partial-{host}-{dead}-0a1b2c3d"
-    leftover.mkdir()
-    live = tmp_path / f".out.partial-{host}-{os.getppid()}-0a1b2c3d"
-    live.mkdir()
-    with directory_written_whole(str(tmp_path / "out")):
-        pass
+    """A writer's directory holds a lock that dies with it: a live one's
+    (another process, holding its lock) stays, a dead one's goes."""
+    live = tmp_path / ".out.partial-otherhost-1-0a1b2c3d"
+    dead = tmp_path / ".out.partial-otherhost-2-0a1b2c3d"
+    for partial in (live, dead):
+        partial.mkdir()
+        (partial / ".writer.lock").write_bytes(b"")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; "
+         "lock = open(sys.argv[1], 'rb'); fcntl.flock(lock, fcntl.LOCK_EX); "
+         "print('held', flush=True); time.sleep(60)",
+         str(live / ".writer.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with directory_written_whole(str(tmp_path / "out")):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
     assert _files(tmp_path) == [live.name, "out"]
+    assert _files(tmp_path / "out") == []  # no lock file left inside
 
 
 def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
@@ -82,12 +91,24 @@ def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
     average_dir = run / AVERAGE_DIRNAME
     average_dir.mkdir()
     (average_dir / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigError, match="not an average this tool wrote"):
+    with pytest.raises(ConfigError, match="is not an average of the last"):
         RunDir(str(run)).average_of_last(1)
     assert _files(average_dir) == ["notes.txt"]
     shutil.rmtree(average_dir)
     output, paths = RunDir(str(run)).average_of_last(1)
     written = json.loads((average_dir / AVERAGED_FILENAME).read_text())
-    assert written == {"select": "last", "checkpoints": paths}
+    assert written == {"select": "last", "count": 1,
+                       "checkpoints": [os.path.basename(paths[0])]}
     assert output.latest_checkpoint() is not None
+    # Current: kept as it is. Outdated: replaced.
+    (average_dir / "marker").write_text("")
+    with pytest.raises(ConfigError):  # no longer only an average's files
+        RunDir(str(run)).average_of_last(2)
+    (average_dir / "marker").unlink()
+    before = os.stat(average_dir / AVERAGED_FILENAME).st_ino
+    RunDir(str(run)).average_of_last(1)
+    assert os.stat(average_dir / AVERAGED_FILENAME).st_ino == before
+    _, paths = RunDir(str(run)).average_of_last(2)
+    assert json.loads((average_dir / AVERAGED_FILENAME).read_text())[
+        "checkpoints"] == [os.path.basename(p) for p in paths]
     assert not [name for name in _files(run) if ".partial" in name]

@@ -67,7 +67,7 @@ def main():
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.evaluation import format_scores, score_corpus
     from t2t_repro.checkpoints import CONFIG_FILENAME, RunDir, checkpoint_step
-    from t2t_repro.decoding.precision import in_precision
+    from t2t_repro.decoding.precision import in_precision, resolve_precision
 
     corpus = corpus_from_flags("test")
     if corpus is None:
@@ -76,7 +76,8 @@ def main():
     check_command_line_model_flags(run_dir.load_config(),
                                    run_dir.file(CONFIG_FILENAME))
     model, proto, checkpoint = run_dir.load_model(FLAGS.checkpoint)
-    model = in_precision(model, FLAGS.precision)
+    precision = resolve_precision(FLAGS.precision)
+    model = in_precision(model, precision)
     hypotheses, _, scores = score_corpus(
         model, make_tokenizer(proto), corpus, decoding_from_flags(),
         progress=True)
@@ -84,11 +85,14 @@ def main():
     test_name = os.path.basename(corpus.name)
     scores.update(checkpoint=checkpoint, step=step, test=test_name,
                   beam_size=FLAGS.beam_size, alpha=FLAGS.alpha,
-                  precision=model.compute_dtype)
-    write_summaries(os.path.join(FLAGS.model_dir, "eval"), step, scores)
+                  precision=precision)
+    # A bf16 evaluation of a step is kept apart from the float32 one.
+    suffix = "" if precision == "fp32" else f"_{precision}"
+    write_summaries(os.path.join(FLAGS.model_dir, "eval" + suffix), step,
+                    scores)
     output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, "eval")
-    base = write_results(output_dir, f"{test_name}.step{step}", hypotheses,
-                         scores)
+    base = write_results(output_dir, f"{test_name}.step{step}{suffix}",
+                         hypotheses, scores)
     print(format_scores(scores))
     print(f"hypotheses and scores: {base}.hyp, {base}.json")
 

@@ -285,14 +285,15 @@ def accept_training_flagfiles():
 # Decoding ------------------------------------------------------------------
 
 def define_precision():
-    from t2t_repro.decoding.precision import PRECISIONS
+    from t2t_repro.decoding.precision import PRECISIONS, REQUIRED_SPEEDUP
 
     _define(flags.DEFINE_enum, "precision", "fp32", list(PRECISIONS),
             "Decode with float32 weights and matmuls, or bf16 ones (softmax, "
-            "LayerNorm and scores stay float32): faster where bf16 matmuls "
-            "are (CPUs with AMX), at some rounding of the scores; auto: bf16 "
-            "where this machine's bf16 matmuls run at least 1.3x float32, "
-            "measured at start-up (docs/performance.md).")
+            "LayerNorm and scores computed in float32): faster where bf16 "
+            "matmuls are much faster (CPUs with AMX), at some rounding of "
+            "the scores; auto: bf16 where this machine's bf16 matmuls run "
+            f"at least {REQUIRED_SPEEDUP:g}x float32, measured at start-up "
+            "(docs/translating.md#bf16-decoding).")
 
 
 def define_decoding_flags(show=True):

@@ -18,7 +18,8 @@ class Dropout(keras.layers.Dropout):
 
     The rate is thus a multiple of 2^-16 (0.1 drops 6,554 / 65,536 =
     0.100006), and the scale is the kept fraction's inverse, so expected
-    values are unchanged. With `noise_shape`, Keras' dropout runs.
+    values are unchanged. With `noise_shape`, or a rate that rounds to 0
+    or 1, Keras' dropout runs.
 
     Shapes: any -> the same.
 
@@ -29,13 +30,17 @@ class Dropout(keras.layers.Dropout):
     """
 
     def call(self, inputs, training=False):
-        if not training or not self.rate or self.noise_shape is not None:
-            return super().call(inputs, training=training)
         threshold = round(self.rate * _THRESHOLD_STEPS)
+        if (not training or self.noise_shape is not None
+                or not 0 < threshold < _THRESHOLD_STEPS):
+            return super().call(inputs, training=training)
         size = tf.size(inputs)
+        # As Keras' dropout: an int32 seed, which XLA requires.
+        seed = tf.cast(tf.math.floormod(self.seed_generator.next(),
+                                        tf.int32.max - 1), tf.int32)
         bits = tf.random.stateless_uniform(
-            [(size + 1) // 2], self.seed_generator.next(), minval=None,
-            maxval=None, dtype=tf.uint32)
+            [(size + 1) // 2], seed, minval=None, maxval=None,
+            dtype=tf.uint32, alg="philox")
         bits = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
         scale = _THRESHOLD_STEPS / (_THRESHOLD_STEPS - threshold)
         mask = tf.where(tf.reshape(bits, tf.shape(inputs)) >= threshold,

@@ -16,7 +16,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
     affine terms) in turn: fewer passes over the activations. In float32
     whatever the compute dtype, as Keras' layer. Only the layer this
     package builds (last axis, with scale and center) takes this path;
-    any other configuration runs Keras' code.
+    any other configuration (or float64 inputs) runs Keras' code.
 
     Shapes: `[..., width]` -> the same.
 
@@ -28,7 +28,8 @@ class LayerNormalization(keras.layers.LayerNormalization):
 
     def call(self, inputs):
         if (self.axis not in ([-1], [len(inputs.shape) - 1])
-                or not (self.center and self.scale) or self.rms_scaling):
+                or not (self.center and self.scale) or self.rms_scaling
+                or inputs.dtype == tf.float64):
             return super().call(inputs)
         return tf.cast(
             _layer_norm(inputs, tf.convert_to_tensor(self.gamma),

@@ -19,7 +19,7 @@ POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
             "fp16": "mixed_float16"}
 # bf16 must beat fp32 matmuls by this much: the rest of a training step
 # (casts, float32 softmax/LayerNorm/loss) gains less than the matmuls.
-REQUIRED_SPEEDUP = 1.3
+_REQUIRED_SPEEDUP = 1.3
 
 
 def matmul_seconds(dtype, size=1024, repeats=5):
@@ -70,7 +70,7 @@ def _measured_choice():
         # fp16 needs loss scaling and CPUs gain nothing from it.
         speedups = {"bf16": bf16_matmul_speedup()}
     chosen = next((precision for precision, speedup in speedups.items()
-                   if speedup >= REQUIRED_SPEEDUP), "none")
+                   if speedup >= _REQUIRED_SPEEDUP), "none")
     measured = ", ".join(f"{precision} matmuls run {speedup:.2f}x fp32"
                          for precision, speedup in speedups.items())
     return chosen, (f"--mixed_precision=auto on {device}: {measured}; "

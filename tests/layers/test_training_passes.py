@@ -37,10 +37,10 @@ def test_layer_norm_matches_reference_and_keras_gradients(policy, tolerance):
         with tf.GradientTape() as tape:
             tape.watch(x)
             y = norm(x)
+            assert y.dtype == norm.compute_dtype
             loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
         results.append([tf.cast(t, tf.float32).numpy() for t in
                         [y, *tape.gradient(loss, [x, norm.gamma, norm.beta])]])
-    assert results[0][0].dtype == np.float32
     np.testing.assert_allclose(
         results[0][0], ref.layer_norm(_X, ours.gamma.numpy(),
                                       ours.beta.numpy()), atol=tolerance)
@@ -50,7 +50,7 @@ def test_layer_norm_matches_reference_and_keras_gradients(policy, tolerance):
 
 
 def test_dropout_keeps_its_rate_scales_the_rest_and_follows_its_seed():
-    ones = tf.ones([64, 33, 31])  # an odd number of elements
+    ones = tf.ones([63, 33, 31])  # an odd number of elements
     dropout = layers.Dropout(0.1, seed=3)
     first = dropout(ones, training=True).numpy()
     kept = first != 0
@@ -71,6 +71,13 @@ def test_dropout_keeps_its_rate_scales_the_rest_and_follows_its_seed():
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
 def test_dropout_in_compute_dtype(dtype):
+    """Also: rates that round to 0 or 1 in 16 bits run Keras' dropout."""
+    ones = tf.ones([8, 8])
+    np.testing.assert_array_equal(
+        layers.Dropout(1.0)(ones, training=True), tf.zeros_like(ones))
+    np.testing.assert_allclose(  # Keras' scale; 16 bits would keep 1.0
+        layers.Dropout(1e-6)(ones, training=True), 1 / (1 - 1e-6),
+        rtol=1e-7)
     dropped = layers.Dropout(0.5, seed=5, dtype=dtype.name)(
         tf.ones([8, 8], dtype), training=True)
     assert dropped.dtype == dtype
@@ -95,6 +102,8 @@ def test_checkpoint_layout_is_keras_layers(tmp_path, monkeypatch):
     monkeypatch.setattr(encoder_layer, "LayerNormalization",
                         keras.layers.LayerNormalization)
     monkeypatch.setattr(layers.position_wise_feed_forward, "Dropout",
+                        keras.layers.Dropout)
+    monkeypatch.setattr(layers.scaled_dot_product_attention, "Dropout",
                         keras.layers.Dropout)
     assert ours == checkpoint_keys("keras")
     assert any("gamma" in key for key, _ in ours)
