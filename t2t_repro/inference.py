@@ -531,6 +531,9 @@ class SavedModelTranslator(_BatchingTranslator):
         loaded, self._export_cap = load_export(path)
         check_export_limits(loaded, path, decoding.alpha, decoding.beam_size)
         self._signature = loaded.signatures["translate"]
+        # The export refuses a request holding a longer sentence.
+        limit = getattr(loaded, "max_sentence_bytes", None)
+        self.max_sentence_bytes = None if limit is None else int(limit.numpy())
 
     def _max_batch_sentences(self):
         return min(filter(None, [self.decoding.max_batch_sentences,

@@ -457,3 +457,20 @@ def _loaded(path):
 
 def _serving_default(path):
     return _loaded(path).signatures["serving_default"]
+
+
+def test_translate_names_the_line_over_the_exports_sentence_limit(
+        capped_export, tmp_path):
+    source = tmp_path / "source.en"
+    too_long = "ein hund " * (LIMITS.max_sentence_bytes // 9 + 1)
+    source.write_text(f"ein hund\n{too_long}\n", "utf-8")
+    result = run_python(["-m", "t2t_repro.cli", "translate",
+                         f"--saved_model={capped_export}", f"--input={source}",
+                         f"--beam_size={CAPPED.beam_size}"])
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"t2t-translate: error: {source}:2: "
+        f"{len(too_long.encode())} bytes, over the export's "
+        f"max_sentence_bytes={LIMITS.max_sentence_bytes}; split the line, "
+        "or export with a larger --max_sentence_bytes")

@@ -117,6 +117,7 @@ def output_lines(n_best_lists, first_index):
 
 
 def main():
+    from t2t_repro.data import DataError
     from t2t_repro.data.text_files import numbered_lines
     from t2t_repro.inference import warn_truncated
 
@@ -124,7 +125,16 @@ def main():
     total = count_lines(FLAGS.input)
     translator = make_translator()
 
+    limit = getattr(translator, "max_sentence_bytes", None)
+
     def translate(sentences, first_index, progress):
+        for offset, sentence in enumerate(sentences):
+            size = len(sentence.encode("utf-8"))
+            if limit is not None and size > limit:
+                raise DataError(
+                    f"{FLAGS.input}:{first_index + offset + 1}: {size} bytes, "
+                    f"over the export's max_sentence_bytes={limit}; split "
+                    "the line, or export with a larger --max_sentence_bytes")
         n_best_lists, truncated = translator.translate_n_best(
             sentences, FLAGS.n_best, progress)
         return output_lines(n_best_lists, first_index), truncated
