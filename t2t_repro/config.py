@@ -36,6 +36,14 @@ def setting(default, help, **flag_options):  # noqa: A002 (absl's word)
 
 
 PRECISIONS = ("auto", "none", "bf16", "fp16")
+# Decoding's --precision (decoding/precision.py), and how much faster than
+# float32 bf16 matmuls must run for "auto" to decode in bf16: a beam step
+# of a small model is mostly not matmuls, and bf16 matmuls 4.7x faster
+# than float32 ones made beam search only 1.11-1.17x faster (the
+# quickstart model, AMX, results/benchmarks/2026-11-25-intel-xeon-amx-
+# second-session.md), so a 2x machine would gain little or lose.
+DECODING_PRECISIONS = ("fp32", "bf16", "auto")
+BF16_DECODING_SPEEDUP = 3.0
 
 # The paper: maximum output length = input length + 50 (+ 300 for parsing).
 EXTRA_DECODE_LENGTH = 50

@@ -15,29 +15,24 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from t2t_repro.config import BF16_DECODING_SPEEDUP, DECODING_PRECISIONS
 from t2t_repro.training.precision import matmul_speedup
 
-PRECISIONS = ("fp32", "bf16", "auto")
 _DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
-# A beam step of a small model is mostly not matmuls: bf16 matmuls 4.7x
-# faster than float32 ones made beam search only 1.11-1.17x faster (the
-# quickstart model, AMX, results/benchmarks/2026-11-25-intel-xeon-amx-
-# second-session.md), so a 2x machine would gain little or lose.
-REQUIRED_SPEEDUP = 3.0
 
 
 def resolve_precision(precision):
-    """"fp32" or "bf16" for `precision` (one of PRECISIONS); "auto"
+    """"fp32" or "bf16" for `precision` (one of DECODING_PRECISIONS); "auto"
     times bf16 against float32 matmuls on the device that will decode
     (about 0.3 s) and logs what it chose."""
-    if precision not in PRECISIONS:
+    if precision not in DECODING_PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of "
-                         f"{', '.join(PRECISIONS)}")
+                         f"{', '.join(DECODING_PRECISIONS)}")
     if precision != "auto":
         return precision
     device = "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
     speedup = matmul_speedup("bfloat16", device)
-    chosen = "bf16" if speedup >= REQUIRED_SPEEDUP else "fp32"
+    chosen = "bf16" if speedup >= BF16_DECODING_SPEEDUP else "fp32"
     logging.info("--precision=auto: bf16 matmuls run %.2fx fp32 on %s; "
                  "decoding in %s", speedup, device, chosen)
     return chosen
