@@ -4,7 +4,9 @@ Most flags are generated from the settings in `t2t_repro/config.py` (name,
 default and help come from the dataclass field); the rest (data files, the
 run directory, fine-tuning) are defined here. `define_*` functions are
 idempotent, so a tool can take several groups that share flags; each marks
-its flags as read by the tool, which shows them in its --help (`SHOWN`).
+its flags as read by the tool, which shows them in its --help (`SHOWN`),
+under the heading of its topic (`TOPICS`: a settings class's flags under
+the class's, `SETTINGS_TOPICS`; a tool's own flags under the tool's name).
 Imports neither TensorFlow nor the library's TensorFlow modules: `--help`
 must stay fast.
 """
@@ -26,12 +28,33 @@ _STACKS = ("num_encoder_layers", "num_decoder_layers")
 # every training flag (`accept_training_flagfiles`), most of them unread.
 SHOWN = set()
 
+# The headings of a tool's --help, in their order there after the tool's
+# own (its module's flags, under its name).
+RUN_DIR = "Checkpoints and run directory"
+DATA = "Data"
+MODEL = "Model"
+TRAINING = "Training"
+FINE_TUNING = "Fine-tuning"
+DECODING = "Decoding"
+SERVING_LIMITS = "Serving limits"
+TOPIC_ORDER = (RUN_DIR, DATA, MODEL, TRAINING, FINE_TUNING, DECODING,
+               SERVING_LIMITS)
+# The topic of each settings class's flags.
+SETTINGS_TOPICS = {config_lib.TransformerConfig: MODEL,
+                   config_lib.TrainingOptions: TRAINING,
+                   config_lib.DecodingOptions: DECODING,
+                   config_lib.ServingLimits: SERVING_LIMITS}
+# {name: topic} of this module's flags: the heading --help lists it under.
+TOPICS = {}
 
-def _define(define, name, *args, show=True, **kwargs):
+
+def _define(define, name, *args, topic, show=True, **kwargs):
     """`define(name, *args, **kwargs)` unless the flag exists (groups share
-    flags); marks it shown unless `show` is false."""
+    flags), its --help heading `topic`; marks it shown unless `show` is
+    false."""
     if name not in FLAGS:
         define(name, *args, **kwargs)
+        TOPICS[name] = topic
     if show:
         SHOWN.add(name)
 
@@ -40,23 +63,37 @@ def flag_name(field):
     return field.metadata.get("flag", field.name)
 
 
-def _define_setting(field, show):
+def _settings_topic(field):
+    """The topic of the settings class `field` belongs to."""
+    for settings_class, topic in SETTINGS_TOPICS.items():
+        if any(field is own for own in dataclasses.fields(settings_class)):
+            return topic
+    raise ValueError(f"{field.name}: not a field of a settings class of "
+                     "SETTINGS_TOPICS (give its flag a topic)")
+
+
+def _define_setting(field, show, topic=None):
+    """The flag of a settings field; under its class's topic unless
+    `topic` is given."""
     meta = field.metadata
     name, default, help_text = flag_name(field), field.default, meta["help"]
     bounds = {k: meta[k] for k in ("lower_bound", "upper_bound") if k in meta}
+    topic = topic or _settings_topic(field)
     if "choices" in meta:
         _define(flags.DEFINE_enum, name, default, list(meta["choices"]),
-                help_text, show=show)
+                help_text, topic=topic, show=show)
     elif field.type is bool:
-        _define(flags.DEFINE_bool, name, default, help_text, show=show)
+        _define(flags.DEFINE_bool, name, default, help_text, topic=topic,
+                show=show)
     elif field.type is int:
-        _define(flags.DEFINE_integer, name, default, help_text, show=show,
-                **bounds)
+        _define(flags.DEFINE_integer, name, default, help_text, topic=topic,
+                show=show, **bounds)
     elif field.type is float:
-        _define(flags.DEFINE_float, name, default, help_text, show=show,
-                **bounds)
+        _define(flags.DEFINE_float, name, default, help_text, topic=topic,
+                show=show, **bounds)
     else:
-        _define(flags.DEFINE_string, name, default, help_text, show=show)
+        _define(flags.DEFINE_string, name, default, help_text, topic=topic,
+                show=show)
 
 
 def define_settings(settings_class, show=True):
@@ -79,13 +116,13 @@ def settings_from_flags(settings_class, **overrides):
 def define_model_dir(show=True):
     _define(flags.DEFINE_string, "model_dir", None, "Run directory: "
             "checkpoints, vocabulary, config and TensorBoard events "
-            "(t2t-train or t2t-average).", show=show)
+            "(t2t-train or t2t-average).", topic=RUN_DIR, show=show)
 
 
 def define_checkpoint():
     define_model_dir()
     _define(flags.DEFINE_string, "checkpoint", None, "Checkpoint of "
-            "--model_dir to use (default: the latest).")
+            "--model_dir to use (default: the latest).", topic=RUN_DIR)
 
 
 # The model -----------------------------------------------------------------
@@ -94,7 +131,7 @@ def define_model_flags(show=True):
     """The `TransformerConfig` fields, and --num_layers for both stacks."""
     _define(flags.DEFINE_integer, "num_layers", None, "Encoder and decoder "
             "layers N (each); --num_encoder_layers/--num_decoder_layers "
-            "override it.", lower_bound=1, show=show)
+            "override it.", lower_bound=1, topic=MODEL, show=show)
     define_settings(config_lib.TransformerConfig, show)
 
 
@@ -172,30 +209,31 @@ def define_data_flags(splits=SPLITS, show=True):
         shown = show and split in splits
         _define(flags.DEFINE_string, f"{split}_src", None,
                 f"{split} source text file, one sentence a line (.gz "
-                "allowed).", show=shown)
+                "allowed).", topic=DATA, show=shown)
         _define(flags.DEFINE_string, f"{split}_tgt", None,
                 f"{split} target text file, line-aligned with "
-                f"--{split}_src.", show=shown)
+                f"--{split}_src.", topic=DATA, show=shown)
         _define(flags.DEFINE_string, f"tfds_{split}_split",
                 {"dev": "validation"}.get(split, split),
-                f"TFDS {split} split.", show=shown)
+                f"TFDS {split} split.", topic=DATA, show=shown)
         _define(flags.DEFINE_string, f"{split}_trees", None,
                 f"{split} treebank for the parsing task: one bracketed (Penn "
                 "Treebank style) tree a line; words in, linearised trees "
-                "out (t2t_repro/parsing.py).", show=shown)
+                "out (t2t_repro/parsing.py).", topic=DATA, show=shown)
     _define(flags.DEFINE_string, "tfds_name", None,
             "TFDS translation builder, e.g. wmt14_translate/de-en (used for "
-            "splits without text files).", show=show)
+            "splits without text files).", topic=DATA, show=show)
     _define(flags.DEFINE_string, "source_lang", None, "Source language "
-            "code, e.g. en (the TFDS direction).", show=show)
+            "code, e.g. en (the TFDS direction).", topic=DATA, show=show)
     _define(flags.DEFINE_string, "target_lang", None, "Target language "
             "code, e.g. de: the TFDS direction, and how BLEU tokenizes "
             "(German compounds, zh/ja/ko). flags/data/*.cfg set it.",
-            show=show)
+            topic=DATA, show=show)
     _define(flags.DEFINE_string, "tfds_data_dir", None,
-            "TFDS data directory.", show=show)
+            "TFDS data directory.", topic=DATA, show=show)
     _define(flags.DEFINE_string, "tfds_manual_dir", None,
-            "Directory of manually downloaded TFDS archives.", show=show)
+            "Directory of manually downloaded TFDS archives.", topic=DATA,
+            show=show)
     if not validate:
         return
     for split in SPLITS:
@@ -246,15 +284,16 @@ def define_training_flags(show=True):
     _define(flags.DEFINE_integer, "average_last", 1, "Translate the test "
             "set with the average of the last N checkpoints (the paper "
             "averages 5), written to MODEL_DIR/average for "
-            "t2t-eval/t2t-export.", lower_bound=1, show=show)
+            "t2t-eval/t2t-export.", lower_bound=1, topic=RUN_DIR,
+            show=show)
     _define(flags.DEFINE_integer, "vocab_sample_pairs", 2_000_000,
             "Training pairs read to learn the SentencePiece model.",
-            lower_bound=1, show=show)
+            lower_bound=1, topic=DATA, show=show)
     _define(flags.DEFINE_enum, "spm_model_type", "bpe", ["bpe", "unigram"],
-            "SentencePiece model type.", show=show)
+            "SentencePiece model type.", topic=DATA, show=show)
     _define(flags.DEFINE_integer, "cpu_devices", 1, "Split the CPU into "
             "this many logical devices and mirror over them.",
-            lower_bound=1, show=show)
+            lower_bound=1, topic=TRAINING, show=show)
     _define(flags.DEFINE_string, "init_from", None, "Fine-tune: start a "
             "new run from another run's weights, RUN_DIR (its latest "
             "checkpoint) or RUN_DIR/ckpt-N. Its config.json and spm.model "
@@ -262,11 +301,11 @@ def define_training_flags(show=True):
             "refused); the optimizer and the learning-rate schedule start "
             "afresh at step 0. The source is only read. Ignored once "
             "--model_dir has checkpoints: the run resumes from them "
-            "(docs/fine_tuning.md).", show=show)
+            "(docs/fine_tuning.md).", topic=FINE_TUNING, show=show)
     _define(flags.DEFINE_bool, "init_optimizer_slots", False, "With "
             "--init_from, also take the source checkpoint's Adam moments; "
             "the step, and so the learning-rate schedule, still start at "
-            "0.", show=show)
+            "0.", topic=FINE_TUNING, show=show)
     if validate:
         flags.register_multi_flags_validator(
             ["average_last", "keep_checkpoints"],
@@ -285,15 +324,15 @@ def accept_training_flagfiles():
 # Decoding ------------------------------------------------------------------
 
 def define_precision():
-    from t2t_repro.decoding.precision import PRECISIONS, REQUIRED_SPEEDUP
-
-    _define(flags.DEFINE_enum, "precision", "fp32", list(PRECISIONS),
+    _define(flags.DEFINE_enum, "precision", "fp32",
+            list(config_lib.DECODING_PRECISIONS),
             "Decode with float32 weights and matmuls, or bf16 ones (softmax, "
             "LayerNorm and scores computed in float32): faster where bf16 "
             "matmuls are much faster (CPUs with AMX), at some rounding of "
             "the scores; auto: bf16 where this machine's bf16 matmuls run "
-            f"at least {REQUIRED_SPEEDUP:g}x float32, measured at start-up "
-            "(docs/translating.md#bf16-decoding).")
+            f"at least {config_lib.BF16_DECODING_SPEEDUP:g}x float32, "
+            "measured at start-up "
+            "(docs/translating.md#bf16-decoding).", topic=DECODING)
 
 
 def define_decoding_flags(show=True):
