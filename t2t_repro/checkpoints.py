@@ -717,6 +717,19 @@ def holds(checkpoint, name):
                tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map())
 
 
+def remove_unfinished_checkpoint(directory, step):
+    """Removes what a failed save of checkpoint `step` left in `directory`
+    (its `ckpt-STEP_temp/` shards, any `ckpt-STEP.*` files): a checkpoint
+    the manager never listed."""
+    prefix = os.path.join(directory, f"{CHECKPOINT_NAME}-{step}")
+    for path in tf.io.gfile.glob(prefix + "_temp") + tf.io.gfile.glob(
+            prefix + ".*"):
+        if tf.io.gfile.isdir(path):
+            tf.io.gfile.rmtree(path)
+        else:
+            tf.io.gfile.remove(path)
+
+
 def checkpoint_step(checkpoint):
     """The step a `.../ckpt-N` checkpoint path was saved at."""
     return int(checkpoint.rsplit("-", 1)[1])

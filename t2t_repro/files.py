@@ -6,6 +6,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -133,6 +134,16 @@ def directory_written_whole(destination, replace=False):
             lock.close()
         if tf.io.gfile.exists(partial):
             tf.io.gfile.rmtree(partial)
+
+
+def file_error_cause(error):
+    """What went wrong, from a TensorFlow op's error or an OSError,
+    without the op's function and name: e.g. 'PATH; No space left on
+    device'."""
+    text = (getattr(error, "message", None) or str(error)).strip()
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]", "",
+                  text.splitlines()[-1] if text else "")
+    return text or type(error).__name__
 
 
 def read_json_object(path):

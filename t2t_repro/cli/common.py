@@ -175,12 +175,25 @@ def _describe(error):
     """One line for a user error: an OSError as 'path: reason'."""
     if isinstance(error, OSError) and error.filename and error.strerror:
         return f"{error.filename}: {error.strerror}"
+    if _is_full_disk(error):
+        from t2t_repro.files import file_error_cause
+
+        return file_error_cause(error)
     text = getattr(error, "message", None) or str(error)
     return text.splitlines()[0] if text else type(error).__name__
 
 
+def _is_full_disk(error):
+    """TensorFlow's error for a write to a full disk (ResourceExhausted,
+    which is also its out-of-memory error)."""
+    tf = sys.modules.get("tensorflow")
+    return (tf is not None and
+            isinstance(error, tf.errors.ResourceExhaustedError) and
+            "No space left on device" in str(error))
+
+
 def _is_user_error(error):
-    if isinstance(error, USER_ERRORS):
+    if isinstance(error, USER_ERRORS) or _is_full_disk(error):
         return True
     tf = sys.modules.get("tensorflow")
     return tf is not None and isinstance(error, tuple(

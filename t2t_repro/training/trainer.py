@@ -14,10 +14,11 @@ from tensorboard.plugins.hparams import api as hparams_api
 
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import (RunDir, checkpoint_step, holds,
-                                   model_checkpoint)
+                                   model_checkpoint,
+                                   remove_unfinished_checkpoint)
 from t2t_repro.config import ConfigError
 from t2t_repro.data import pipeline
-from t2t_repro.files import sha256_of
+from t2t_repro.files import file_error_cause, sha256_of
 from t2t_repro.model import Transformer
 from t2t_repro.training import TrainingError, distribution
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
@@ -506,10 +507,21 @@ class Trainer:
             raise TrainingError(
                 f"step {self.step}: the weights are not finite, so they were "
                 f"not saved; the last good checkpoint is {latest}")
-        if self._input_manager is not None:
-            # Before the model checkpoint, which is what a resume starts from.
-            self._input_manager.save(checkpoint_number=self.step)
-        path = self.manager.save(checkpoint_number=self.step)
+        try:
+            if self._input_manager is not None:
+                # Before the model checkpoint, which a resume starts from.
+                self._input_manager.save(checkpoint_number=self.step)
+            path = self.manager.save(checkpoint_number=self.step)
+        except (OSError, tf.errors.ResourceExhaustedError,
+                tf.errors.UnknownError, tf.errors.DataLossError) as error:
+            # A full disk, or a file-size limit: the unfinished checkpoint
+            # is not listed in the manager's state, so removing it loses
+            # nothing, and a rerun resumes from the last complete one.
+            remove_unfinished_checkpoint(self.manager.directory, self.step)
+            raise TrainingError(
+                f"{self.manager.directory}: saving step {self.step} failed "
+                f"({file_error_cause(error)}); the last complete checkpoint is "
+                f"{latest or 'none'}, which a rerun resumes from") from None
         if self.is_chief:
             logging.info("saved %s", path)
         else:

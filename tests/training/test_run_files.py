@@ -24,6 +24,7 @@ from t2t_repro.config import ConfigError, TrainingOptions
 from t2t_repro.data.sources import Corpus
 from t2t_repro.data.text_files import text_file_pairs
 from t2t_repro.files import write_atomically
+from t2t_repro.training import TrainingError
 from t2t_repro.training.evaluator import DevEvaluator, perplexity_of
 from t2t_repro.training.trainer import Trainer, data_identity
 from toy_run import SMALL, toy_pairs, toy_trainer
@@ -413,3 +414,40 @@ def test_a_nan_bleu_ranks_below_every_real_one(tmp_path):
     best.record(2, 5.0, 0.2)
     assert [e["step"] for e in best.best] == [2]
     assert best.evaluations_since_best() == 0
+
+
+# A full disk -----------------------------------------------------------
+
+
+def test_a_full_disk_while_saving_names_the_last_complete_checkpoint(
+        tmp_path, monkeypatch):
+    """The save fails as TensorFlow's does on a full disk (a tmpfs of
+    40 MB, by hand: ResourceExhaustedError naming the temporary shard,
+    with ckpt-N_temp/ left behind): one TrainingError naming the last
+    complete checkpoint, and nothing of the unfinished one left."""
+    toy_trainer(tmp_path, 10).train()
+    resumed = toy_trainer(tmp_path, 12, checkpoint_every=1)
+
+    def full_disk(checkpoint_number):
+        shard = tmp_path / f"ckpt-{checkpoint_number}_temp"
+        shard.mkdir()
+        (shard / "part-00000-of-00001.data-00000-of-00001.tempstate1") \
+            .write_bytes(b"half")
+        (tmp_path / f"ckpt-{checkpoint_number}.index").write_bytes(b"half")
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "{{function_node __wrapped__SaveV2_dtypes_5_device_"
+            f"/job:localhost/replica:0/task:0/device:CPU:0}}}} {shard}/"
+            "part-00000-of-00001.data-00000-of-00001.tempstate1; No space "
+            "left on device [Op:SaveV2]")
+
+    monkeypatch.setattr(resumed.manager, "save", full_disk)
+    with pytest.raises(TrainingError) as raised:
+        resumed.train()
+    assert str(raised.value) == (
+        f"{tmp_path}: saving step 11 failed ({tmp_path}/ckpt-11_temp/"
+        "part-00000-of-00001.data-00000-of-00001.tempstate1; No space left "
+        f"on device); the last complete checkpoint is {tmp_path}/ckpt-10, "
+        "which a rerun resumes from")
+    assert not [name for name in os.listdir(tmp_path)
+                if name.startswith("ckpt-11")]
+    assert RunDir(str(tmp_path)).latest_checkpoint() == f"{tmp_path}/ckpt-10"
