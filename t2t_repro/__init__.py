@@ -18,8 +18,9 @@ _PUBLIC = {
     "TransformerConfig": "t2t_repro.config",
     "Transformer": "t2t_repro.model",
     **dict.fromkeys([
-        "DecoderLayer", "EncoderLayer", "LearnedPositionEncoding",
-        "MultiHeadAttention", "PositionWiseFeedForward",
+        "DecoderLayer", "Dropout", "EncoderLayer", "LayerNormalization",
+        "LearnedPositionEncoding", "MultiHeadAttention",
+        "PositionWiseFeedForward",
         "ScaledDotProductAttention", "SharedEmbedding",
         "SinusoidalPositionEncoding"], "t2t_repro.layers"),
     "TransformerSchedule": "t2t_repro.training.schedule",

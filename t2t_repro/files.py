@@ -118,7 +118,9 @@ def directory_written_whole(destination, replace=False):
         with _sigterm_raises():
             yield partial
             if lock is not None:
-                os.remove(lock.name)
+                # (A writer that empties the directory took it already.)
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(lock.name)
             if tf.io.gfile.exists(destination):
                 if not replace:
                     raise FileExistsError(f"{destination} exists: written "

@@ -22,7 +22,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
 
     Example:
     >>> norm = LayerNormalization(epsilon=1e-6)
-    >>> [round(v, 4) for v in norm(tf.constant([[1.0, 3.0]]))[0].numpy()]
+    >>> norm(tf.constant([[1.0, 3.0]]))[0].numpy().round(4).tolist()
     [-1.0, 1.0]
     """
 

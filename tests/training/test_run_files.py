@@ -451,3 +451,5 @@ def test_a_full_disk_while_saving_names_the_last_complete_checkpoint(
     assert not [name for name in os.listdir(tmp_path)
                 if name.startswith("ckpt-11")]
     assert RunDir(str(tmp_path)).latest_checkpoint() == f"{tmp_path}/ckpt-10"
+    _, _, loaded = RunDir(str(tmp_path)).load_model()
+    assert loaded == f"{tmp_path}/ckpt-10"
