@@ -23,3 +23,17 @@ def run_python(args, stdin=None, env=None, timeout=600):
     return subprocess.run([sys.executable, *args], input=stdin, cwd=REPO,
                           env=quiet_environment(**(env or {})),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def signal_after_step(process, signum, step=5, timeout=300):
+    """Sends `signum` to a `t2t-train` `process` (stderr piped) once it
+    has logged `step N/` (or after `timeout` seconds); returns
+    `communicate()`'s (stdout, rest of stderr)."""
+    import time
+
+    deadline = time.time() + timeout
+    for line in process.stderr:
+        if f"step {step}/" in line or time.time() > deadline:
+            break
+    process.send_signal(signum)
+    return process.communicate(timeout=120)

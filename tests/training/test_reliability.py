@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from processes import REPO, quiet_environment
+from run_inspection import checkpoint_weights, nonfinite_steps_logged
 from shared_data import multi30k
 from t2t_repro.checkpoints import RunDir, holds, model_checkpoint
 from t2t_repro.config import ConfigError
@@ -43,22 +44,6 @@ def _poison_losses(monkeypatch, steps):
     return holder
 
 
-def _checkpoint_weights(run_dir, step):
-    model, _, _ = RunDir(str(run_dir)).load_model(
-        str(run_dir / f"ckpt-{step}"))
-    return [w.numpy() for w in model.weights]
-
-
-def _nonfinite_steps_logged(directory):
-    total = 0.0
-    for path in tf.io.gfile.glob(str(directory / "train" / "*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == "nonfinite_steps":
-                    total += float(tf.make_ndarray(value.tensor))
-    return total
-
-
 def test_a_nonfinite_step_applies_no_update_and_is_counted(tmp_path,
                                                            monkeypatch):
     holder = _poison_losses(monkeypatch, [3])
@@ -68,12 +53,12 @@ def test_a_nonfinite_step_applies_no_update_and_is_counted(tmp_path,
     # Six batches consumed, five updates.
     assert int(trainer.optimizer.iterations.numpy()) == 5
     assert all(np.isfinite(w.numpy()).all() for w in trainer.model.weights)
-    after_2, after_3, after_4 = (_checkpoint_weights(tmp_path, step)
+    after_2, after_3, after_4 = (checkpoint_weights(tmp_path, step)
                                  for step in (2, 3, 4))
     for before, skipped in zip(after_2, after_3):
         np.testing.assert_array_equal(skipped, before)
     assert any((a != b).any() for a, b in zip(after_3, after_4))
-    assert _nonfinite_steps_logged(tmp_path) == 1.0
+    assert nonfinite_steps_logged(tmp_path) == 1.0
 
 
 def test_nonfinite_steps_in_a_row_stop_at_the_last_good_checkpoint(
@@ -88,7 +73,7 @@ def test_nonfinite_steps_in_a_row_stop_at_the_last_good_checkpoint(
     assert RunDir(str(tmp_path)).latest_checkpoint().endswith("ckpt-4")
     for step in (2, 4):
         assert all(np.isfinite(w).all()
-                   for w in _checkpoint_weights(tmp_path, step))
+                   for w in checkpoint_weights(tmp_path, step))
 
 
 def test_weights_that_are_not_finite_are_never_saved(tmp_path):

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from processes import REPO, quiet_environment, run_python
+from processes import (REPO, quiet_environment, run_python,
+                       signal_after_step)
+from run_inspection import checkpoint_weights, nonfinite_steps_logged
 from shared_data import multi30k
-from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import ConfigError
 from t2t_repro.data import text_files
 from t2t_repro.training import trainer as trainer_module
@@ -49,12 +50,7 @@ def test_sigint_checkpoints_exits_130_and_the_same_command_resumes(
     process = subprocess.Popen(
         _train_command(tmp_path, 400), cwd=REPO, env=quiet_environment(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    for line in process.stderr:
-        if "step 5/" in line or time.time() > deadline:
-            break
-    process.send_signal(signal.SIGINT)
-    output, rest = process.communicate(timeout=120)
+    output, rest = signal_after_step(process, signal.SIGINT)
     # As for SIGTERM: saved, 128 + 2, and no test set translated.
     assert process.returncode == 128 + signal.SIGINT == 130, rest[-2000:]
     assert "KeyboardInterrupt" not in rest and "Traceback" not in rest
@@ -228,22 +224,6 @@ def _infinite_at(monkeypatch, step, what):
     return holder
 
 
-def _weights(run_dir, step):
-    model, _, _ = RunDir(str(run_dir)).load_model(
-        str(run_dir / f"ckpt-{step}"))
-    return [w.numpy() for w in model.weights]
-
-
-def _nonfinite_steps_logged(directory):
-    total = 0.0
-    for path in tf.io.gfile.glob(str(directory / "train" / "*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == "nonfinite_steps":
-                    total += float(tf.make_ndarray(value.tensor))
-    return total
-
-
 @pytest.mark.parametrize("what", ["loss", "gradient_norm"])
 def test_an_infinite_step_applies_no_update_and_is_counted(tmp_path,
                                                            monkeypatch, what):
@@ -254,12 +234,12 @@ def test_an_infinite_step_applies_no_update_and_is_counted(tmp_path,
     # Five batches consumed, four updates, nothing infinite kept.
     assert int(trainer.optimizer.iterations.numpy()) == 4
     assert all(np.isfinite(w.numpy()).all() for w in trainer.model.weights)
-    after_2, after_3, after_4 = (_weights(tmp_path, step)
+    after_2, after_3, after_4 = (checkpoint_weights(tmp_path, step)
                                  for step in (2, 3, 4))
     for before, skipped in zip(after_2, after_3):
         np.testing.assert_array_equal(skipped, before)
     assert any((a != b).any() for a, b in zip(after_3, after_4))
-    assert _nonfinite_steps_logged(tmp_path) == 1.0
+    assert nonfinite_steps_logged(tmp_path) == 1.0
 
 
 # Resuming with other options --------------------------------------------

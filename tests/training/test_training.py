@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import keras
 import numpy as np
@@ -16,7 +15,8 @@ import tensorflow as tf
 
 from margins import teacher_forced_margins
 from one_training_step import global_batch, one_step
-from processes import HELPERS, REPO, quiet_environment, run_python
+from processes import (HELPERS, REPO, quiet_environment, run_python,
+                       signal_after_step)
 from shared_data import multi30k
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import (DecodingOptions, TrainingOptions,
@@ -397,12 +397,7 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
          "--flagfile=flags/tiny.cfg",
          *flags], cwd=REPO, env=quiet_environment(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    for line in process.stderr:
-        if "step 5/" in line or time.time() > deadline:
-            break
-    process.send_signal(signal.SIGTERM)
-    output, rest = process.communicate(timeout=120)
+    output, rest = signal_after_step(process, signal.SIGTERM)
     # Saved, told the scheduler it did not finish, and did not go on to
     # translate the test set.
     assert process.returncode == 128 + signal.SIGTERM, rest[-2000:]
