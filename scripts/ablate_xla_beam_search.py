@@ -25,14 +25,19 @@ import time
 from absl import app, flags
 
 flags.DEFINE_string("model_dir", None, "A t2t-train run.")
-flags.DEFINE_string("input", "data/multi30k/test_2016_flickr.en.gz",
-                    "Source sentences, one per line (.gz too).")
+flags.DEFINE_string(
+    "input",
+    "data/multi30k/test_2016_flickr.en.gz",
+    "Source sentences, one per line (.gz too).",
+)
 flags.DEFINE_integer("sentences", 1000, "How many input lines to translate.")
 flags.DEFINE_integer("batch", 16, "Sentences per search.")
 flags.DEFINE_integer("rounds", 3, "Timed passes per variant, in turns.")
-flags.DEFINE_list("variants", ["scatter+gather", "dus+gather",
-                               "scatter+flat", "scatter+none"],
-                  "WRITE+REORDER pairs (see the module docstring).")
+flags.DEFINE_list(
+    "variants",
+    ["scatter+gather", "dus+gather", "scatter+flat", "scatter+none"],
+    "WRITE+REORDER pairs (see the module docstring).",
+)
 flags.mark_flags_as_required(["model_dir"])
 FLAGS = flags.FLAGS
 
@@ -52,21 +57,28 @@ def main(_):
 
     def flat(t, rows):
         shape = tf.shape(t)
-        return tf.reshape(tf.gather(tf.reshape(t, [shape[0], -1]), rows),
-                          shape)
+        return tf.reshape(tf.gather(tf.reshape(t, [shape[0], -1]), rows), shape)
 
-    writes = {"scatter": attention.write_positions,
-              "dus": lambda cache, update, index: xla.dynamic_update_slice(
-                  cache, update, tf.stack([0, 0, index, 0]))}
-    reorders = {"gather": lambda t, rows: tf.gather(t, rows), "flat": flat,
-                "none": lambda t, rows: t}
+    writes = {
+        "scatter": attention.write_positions,
+        "dus": lambda cache, update, index: xla.dynamic_update_slice(
+            cache, update, tf.stack([0, 0, index, 0])
+        ),
+    }
+    reorders = {
+        "gather": lambda t, rows: tf.gather(t, rows),
+        "flat": flat,
+        "none": lambda t, rows: t,
+    }
 
     model, proto, _ = RunDir(FLAGS.model_dir).load_model()
     graph = TranslationGraph(model, make_tokenizer(proto), DecodingOptions())
-    lines = read_lines(FLAGS.input)[:FLAGS.sentences]
+    lines = read_lines(FLAGS.input)[: FLAGS.sentences]
     lines.sort(key=lambda line: -len(line.split()))
-    batches = [graph.source_ids(tf.constant(lines[i:i + FLAGS.batch]))[0]
-               for i in range(0, len(lines), FLAGS.batch)]
+    batches = [
+        graph.source_ids(tf.constant(lines[i : i + FLAGS.batch]))[0]
+        for i in range(0, len(lines), FLAGS.batch)
+    ]
 
     searches = {}
     for variant in FLAGS.variants:
@@ -74,15 +86,20 @@ def main(_):
         attention.write_positions = writes[write]
 
         def reorder_cache(cache, rows, sentences=None, take=reorders[reorder]):
-            return {**cache, "self": tf.nest.map_structure(
-                lambda t: take(t, rows), cache["self"])}
+            return {
+                **cache,
+                "self": tf.nest.map_structure(lambda t: take(t, rows), cache["self"]),
+            }
+
         Transformer.reorder_decode_cache = staticmethod(reorder_cache)
-        search = tf.function(lambda ids: beam_search(
-            model, ids, 4, 0.6, exact_n_best=False, fixed_shapes=True)[0][:, 0],
-            jit_compile=True)
+        search = tf.function(
+            lambda ids: beam_search(
+                model, ids, 4, 0.6, exact_n_best=False, fixed_shapes=True
+            )[0][:, 0],
+            jit_compile=True,
+        )
         # Traces and compiles every batch shape with this variant's code.
-        tokens = sum(int(tf.math.count_nonzero(search(ids)))
-                     for ids in batches)
+        tokens = sum(int(tf.math.count_nonzero(search(ids))) for ids in batches)
         print(f"{variant}: compiled, {tokens} output tokens", flush=True)
         searches[variant] = search
     rates = {variant: [] for variant in FLAGS.variants}
@@ -93,8 +110,10 @@ def main(_):
                 search(ids).numpy()
             rates[variant].append(len(lines) / (time.perf_counter() - start))
     for variant, values in rates.items():
-        print(f"{variant}: median {statistics.median(values):.1f} "
-              f"sentences/s, rounds {', '.join(f'{v:.1f}' for v in values)}")
+        print(
+            f"{variant}: median {statistics.median(values):.1f} "
+            f"sentences/s, rounds {', '.join(f'{v:.1f}' for v in values)}"
+        )
 
 
 if __name__ == "__main__":

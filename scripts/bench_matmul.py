@@ -33,8 +33,7 @@ def cpu_description(cpuinfo="/proc/cpuinfo"):
                     break
     except OSError:  # not Linux: the name platform gives
         pass
-    return {"model": model,
-            "flags": [flag for flag in _BF16_FLAGS if flag in present]}
+    return {"model": model, "flags": [flag for flag in _BF16_FLAGS if flag in present]}
 
 
 def describe_cpu():
@@ -48,14 +47,15 @@ def matmul_gflops(size, dtype):
     from the best of 5 timed runs."""
     from t2t_repro.training.precision import matmul_seconds
 
-    return 2 * size ** 3 / matmul_seconds(dtype, size) / 1e9
+    return 2 * size**3 / matmul_seconds(dtype, size) / 1e9
 
 
 def matmul_ceiling(sizes=(1024, 2048, 4096)):
     """{"float32": {size: GFLOP/s}, "bfloat16": {...}}."""
-    return {dtype: {size: round(matmul_gflops(size, dtype), 1)
-                    for size in sizes}
-            for dtype in ("float32", "bfloat16")}
+    return {
+        dtype: {size: round(matmul_gflops(size, dtype), 1) for size in sizes}
+        for dtype in ("float32", "bfloat16")
+    }
 
 
 def main(argv):
@@ -74,7 +74,6 @@ def main(argv):
 
 if __name__ == "__main__":
     # Here, not at import: other scripts import matmul_gflops.
-    flags.DEFINE_list("sizes", ["1024", "2048", "4096"],
-                      "Square matmul sizes.")
+    flags.DEFINE_list("sizes", ["1024", "2048", "4096"], "Square matmul sizes.")
     flags.DEFINE_string("json", None, "Also write the table here.")
     app.run(main)

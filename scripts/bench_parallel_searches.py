@@ -21,8 +21,11 @@ import time
 from absl import app, flags
 
 flags.DEFINE_string("model_dir", None, "A t2t-train run.")
-flags.DEFINE_string("input", "data/multi30k/test_2016_flickr.en.gz",
-                    "Source sentences, one per line (.gz too).")
+flags.DEFINE_string(
+    "input",
+    "data/multi30k/test_2016_flickr.en.gz",
+    "Source sentences, one per line (.gz too).",
+)
 flags.DEFINE_integer("searches", 2, "Searches of the B side.")
 flags.DEFINE_bool("xla", False, "Export both with XLA.")
 flags.DEFINE_integer("beam_size", 4, "Beam size.")
@@ -39,29 +42,37 @@ def main(argv):
     from t2t_repro.data.text_files import read_lines
     from t2t_repro.serving import export_saved_model
 
-    sentences = sorted(read_lines(FLAGS.input), key=lambda line:
-                       -len(line.split()))
-    batches = [sentences[start:start + 32]
-               for start in range(0, len(sentences), 32)]
+    sentences = sorted(read_lines(FLAGS.input), key=lambda line: -len(line.split()))
+    batches = [sentences[start : start + 32] for start in range(0, len(sentences), 32)]
     serve, outputs = {}, {}
     with tempfile.TemporaryDirectory() as workdir:
         for searches in (1, FLAGS.searches):
             path = export_saved_model(
-                FLAGS.model_dir, os.path.join(workdir, str(searches)),
-                version=1, warmup_requests=0, decoding=DecodingOptions(
-                    beam_size=FLAGS.beam_size, jit_compile=FLAGS.xla,
-                    parallel_searches=searches))
-            serve[searches] = tf.saved_model.load(path).signatures[
-                "serving_default"]
+                FLAGS.model_dir,
+                os.path.join(workdir, str(searches)),
+                version=1,
+                warmup_requests=0,
+                decoding=DecodingOptions(
+                    beam_size=FLAGS.beam_size,
+                    jit_compile=FLAGS.xla,
+                    parallel_searches=searches,
+                ),
+            )
+            serve[searches] = tf.saved_model.load(path).signatures["serving_default"]
         for round_ in range(FLAGS.rounds):
             for searches, signature in serve.items():
                 start = time.perf_counter()
                 outputs[searches] = [
                     signature(inputs=tf.constant(batch))["translations"]
-                    .numpy().tolist() for batch in batches]
+                    .numpy()
+                    .tolist()
+                    for batch in batches
+                ]
                 rate = len(sentences) / (time.perf_counter() - start)
-                print(f"round {round_} searches {searches}: {rate:.1f} "
-                      "sentences/s", flush=True)
+                print(
+                    f"round {round_} searches {searches}: {rate:.1f} sentences/s",
+                    flush=True,
+                )
     print("identical translations:", outputs[1] == outputs[FLAGS.searches])
 
 

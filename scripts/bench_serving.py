@@ -21,14 +21,22 @@ import sys
 from absl import app, flags
 
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory.")
-flags.DEFINE_string("input", "data/multi30k/test_2016_flickr.en.gz",
-                    "Source sentences, one per line (.gz too).")
+flags.DEFINE_string(
+    "input",
+    "data/multi30k/test_2016_flickr.en.gz",
+    "Source sentences, one per line (.gz too).",
+)
 flags.DEFINE_integer("first_batch", 32, "Sentences in the first request.")
-flags.DEFINE_integer("requests", 100, "Single-sentence requests timed after "
-                     "the first one.")
+flags.DEFINE_integer(
+    "requests", 100, "Single-sentence requests timed after the first one."
+)
 flags.DEFINE_string("json", None, "Also write the results here.")
-flags.DEFINE_enum("child", None, ["cold", "warm"], "(internal) run one mode "
-                  "in this process and print JSON.")
+flags.DEFINE_enum(
+    "child",
+    None,
+    ["cold", "warm"],
+    "(internal) run one mode in this process and print JSON.",
+)
 flags.mark_flags_as_required(["saved_model"])
 FLAGS = flags.FLAGS
 
@@ -56,13 +64,14 @@ def _child(mode, path, sentences):
 
         for record in tf.data.TFRecordDataset(warmup).as_numpy_iterator():
             request = prediction_log_pb2.PredictionLog.FromString(
-                record).predict_log.request
-            result["warmup_s"] += timed(serve, inputs=tf.constant(
-                tf.make_ndarray(request.inputs["inputs"])))
-    first, rest = sentences[:FLAGS.first_batch], sentences[FLAGS.first_batch:]
+                record
+            ).predict_log.request
+            result["warmup_s"] += timed(
+                serve, inputs=tf.constant(tf.make_ndarray(request.inputs["inputs"]))
+            )
+    first, rest = sentences[: FLAGS.first_batch], sentences[FLAGS.first_batch :]
     result["first_request_s"] = timed(serve, inputs=tf.constant(first))
-    latencies = [timed(serve, inputs=tf.constant([s]))
-                 for s in rest[:FLAGS.requests]]
+    latencies = [timed(serve, inputs=tf.constant([s])) for s in rest[: FLAGS.requests]]
     result["single_p50_ms"] = 1000 * float(np.percentile(latencies, 50))
     result["single_p95_ms"] = 1000 * float(np.percentile(latencies, 95))
     return result
@@ -72,7 +81,7 @@ def main(argv):
     del argv
     from t2t_repro.data.text_files import read_lines
 
-    sentences = read_lines(FLAGS.input)[:FLAGS.first_batch + FLAGS.requests]
+    sentences = read_lines(FLAGS.input)[: FLAGS.first_batch + FLAGS.requests]
     if FLAGS.child:
         print(json.dumps(_child(FLAGS.child, FLAGS.saved_model, sentences)))
         return
@@ -83,22 +92,27 @@ def main(argv):
     for mode in ("cold", "warm"):
         child = subprocess.run(
             [sys.executable, __file__, *sys.argv[1:], f"--child={mode}"],
-            capture_output=True, text=True, check=True,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        )
         results.append(json.loads(child.stdout.splitlines()[-1]))
-    print(f"{FLAGS.saved_model}: first request of {FLAGS.first_batch} "
-          f"sentences, then {FLAGS.requests} single sentences; matmul "
-          f"2048^3 fp32 {ceiling['float32'][2048]} GFLOP/s")
-    print("mode   load s   warm-up s   first request s   single p50 ms   "
-          "single p95 ms")
+    print(
+        f"{FLAGS.saved_model}: first request of {FLAGS.first_batch} "
+        f"sentences, then {FLAGS.requests} single sentences; matmul "
+        f"2048^3 fp32 {ceiling['float32'][2048]} GFLOP/s"
+    )
+    print("mode   load s   warm-up s   first request s   single p50 ms   single p95 ms")
     for r in results:
-        print(f"{r['mode']:5} {r['load_s']:8.2f} {r['warmup_s']:11.2f} "
-              f"{r['first_request_s']:17.2f} {r['single_p50_ms']:15.1f} "
-              f"{r['single_p95_ms']:15.1f}")
+        print(
+            f"{r['mode']:5} {r['load_s']:8.2f} {r['warmup_s']:11.2f} "
+            f"{r['first_request_s']:17.2f} {r['single_p50_ms']:15.1f} "
+            f"{r['single_p95_ms']:15.1f}"
+        )
     if FLAGS.json:
         with open(FLAGS.json, "w", encoding="utf-8") as handle:
-            json.dump({"results": results, "matmul_gflops": ceiling}, handle,
-                      indent=1)
+            json.dump({"results": results, "matmul_gflops": ceiling}, handle, indent=1)
 
 
 if __name__ == "__main__":

@@ -47,9 +47,11 @@ import time
 
 from absl import app, flags
 
-from t2t_repro.cli.flags import (define_training_flags,
-                                 model_config_from_flags,
-                                 settings_from_flags)
+from t2t_repro.cli.flags import (
+    define_training_flags,
+    model_config_from_flags,
+    settings_from_flags,
+)
 from t2t_repro.config import TrainingOptions
 
 define_training_flags()
@@ -69,11 +71,10 @@ def step_flops(config, batch, source_length, target_length):
     """Matmul FLOPs of one training step on a padded batch (see above)."""
     d, d_ff, vocab = config.d_model, config.d_ff, config.vocab_size
     s, t = source_length, target_length
-    encoder = config.num_encoder_layers * s * (8 * d * d + 4 * d * d_ff +
-                                               4 * s * d)
+    encoder = config.num_encoder_layers * s * (8 * d * d + 4 * d * d_ff + 4 * s * d)
     decoder = config.num_decoder_layers * (
-        t * (12 * d * d + 4 * d * d_ff + 4 * t * d + 4 * s * d) +
-        s * 4 * d * d)
+        t * (12 * d * d + 4 * d * d_ff + 4 * t * d + 4 * s * d) + s * 4 * d * d
+    )
     projection = t * 2 * d * vocab
     return 3 * batch * (encoder + decoder + projection)
 
@@ -85,13 +86,13 @@ def compiled_step(precision, proto, pairs, model_dir, strategy):
     from t2t_repro.data import vocabulary
     from t2t_repro.training.trainer import Trainer
 
-    options = settings_from_flags(TrainingOptions, model_dir=model_dir,
-                                  mixed_precision=precision)
+    options = settings_from_flags(
+        TrainingOptions, model_dir=model_dir, mixed_precision=precision
+    )
     config = model_config_from_flags(vocabulary.vocab_size_of(proto))
     trainer = Trainer(config, options, strategy, proto, pairs)
     iterator = trainer.input_iterator
-    return (config, options, iterator,
-            trainer._compile_step(iterator.element_spec))
+    return (config, options, iterator, trainer._compile_step(iterator.element_spec))
 
 
 def run_steps(steps, config, options, iterator, train_step):
@@ -124,13 +125,17 @@ def multi30k_vocabulary_and_pairs(directory):
     from t2t_repro.data import text_files, vocabulary
     from t2t_repro.data.sources import Corpus
 
-    source, target = ((FLAGS.train_src, FLAGS.train_tgt) if FLAGS.train_src
-                      else _DEFAULT_TRAIN)
+    source, target = (
+        (FLAGS.train_src, FLAGS.train_tgt) if FLAGS.train_src else _DEFAULT_TRAIN
+    )
     corpus = Corpus(source_path=source, target_path=target)
     path = os.path.join(directory, "spm.model")
     vocabulary.train_sentencepiece(
-        text_files.read_lines(corpus.source_path) +
-        text_files.read_lines(corpus.target_path), FLAGS.vocab_size, path)
+        text_files.read_lines(corpus.source_path)
+        + text_files.read_lines(corpus.target_path),
+        FLAGS.vocab_size,
+        path,
+    )
     return vocabulary.load_sentencepiece(path), corpus.pairs()
 
 
@@ -142,21 +147,26 @@ def bench(proto, pairs, directory):
     turns = {precision: [] for precision in FLAGS.precisions}
     for number in range(1 + FLAGS.bench_rounds * len(turns)):
         precision = FLAGS.precisions[max(0, number - 1) % len(turns)]
-        result = turn(precision, proto, pairs,
-                      os.path.join(directory, str(number)), strategy)
+        result = turn(
+            precision, proto, pairs, os.path.join(directory, str(number)), strategy
+        )
         if number:  # the first turn warms the process up
             turns[precision].append(result)
     rows = []
     for precision, results in turns.items():
         # The lower median: noise only slows a turn down.
         seconds, flops, real = sorted(results)[(len(results) - 1) // 2]
-        rows.append({
-            "precision": precision,
-            "ms_per_step": round(1000 * seconds / FLAGS.bench_steps, 1),
-            "turns_ms_per_step": [round(1000 * r[0] / FLAGS.bench_steps, 1)
-                                  for r in results],
-            "real_tokens_per_second": round(real / seconds),
-            "model_gflops_per_second": round(flops / seconds / 1e9, 1)})
+        rows.append(
+            {
+                "precision": precision,
+                "ms_per_step": round(1000 * seconds / FLAGS.bench_steps, 1),
+                "turns_ms_per_step": [
+                    round(1000 * r[0] / FLAGS.bench_steps, 1) for r in results
+                ],
+                "real_tokens_per_second": round(real / seconds),
+                "model_gflops_per_second": round(flops / seconds / 1e9, 1),
+            }
+        )
     return rows
 
 
@@ -174,19 +184,22 @@ def main(argv):
         row["mfu"] = round(row["model_gflops_per_second"] / ceiling, 3)
     base = rows[0]["real_tokens_per_second"]
     print(describe_cpu())
-    print(f"{'precision':<10} {'ms/step':>8} {'tokens/s':>9} {'x first':>8} "
-          f"{'GFLOP/s':>8} {'ceiling':>8} {'MFU':>6}")
+    print(
+        f"{'precision':<10} {'ms/step':>8} {'tokens/s':>9} {'x first':>8} "
+        f"{'GFLOP/s':>8} {'ceiling':>8} {'MFU':>6}"
+    )
     for row in rows:
-        print(f"{row['precision']:<10} {row['ms_per_step']:>8.1f} "
-              f"{row['real_tokens_per_second']:>9d} "
-              f"{row['real_tokens_per_second'] / base:>8.2f} "
-              f"{row['model_gflops_per_second']:>8.1f} "
-              f"{row['matmul_ceiling_gflops']:>8.1f} {row['mfu']:>6.3f}  "
-              f"turns {row['turns_ms_per_step']}")
+        print(
+            f"{row['precision']:<10} {row['ms_per_step']:>8.1f} "
+            f"{row['real_tokens_per_second']:>9d} "
+            f"{row['real_tokens_per_second'] / base:>8.2f} "
+            f"{row['model_gflops_per_second']:>8.1f} "
+            f"{row['matmul_ceiling_gflops']:>8.1f} {row['mfu']:>6.3f}  "
+            f"turns {row['turns_ms_per_step']}"
+        )
     if FLAGS.json:
         with open(FLAGS.json, "w", encoding="utf-8") as handle:
-            json.dump({"cpu": cpu_description(), "rows": rows}, handle,
-                      indent=2)
+            json.dump({"cpu": cpu_description(), "rows": rows}, handle, indent=2)
 
 
 if __name__ == "__main__":

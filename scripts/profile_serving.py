@@ -19,8 +19,11 @@ import time
 from absl import app, flags
 
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory.")
-flags.DEFINE_string("input", "data/multi30k/test_2016_flickr.en.gz",
-                    "Source sentences, one per line (.gz too).")
+flags.DEFINE_string(
+    "input",
+    "data/multi30k/test_2016_flickr.en.gz",
+    "Source sentences, one per line (.gz too).",
+)
 flags.DEFINE_integer("batch", 32, "Sentences per request.")
 flags.DEFINE_integer("batches", 3, "Requests traced.")
 flags.DEFINE_integer("top", 25, "Op types listed.")
@@ -42,38 +45,44 @@ def main(argv):
     from t2t_repro.data.text_files import read_lines
 
     sentences = sorted(read_lines(FLAGS.input), key=lambda s: -len(s.split()))
-    requests = [sentences[i * FLAGS.batch:(i + 1) * FLAGS.batch]
-                for i in range(FLAGS.batches)]
+    requests = [
+        sentences[i * FLAGS.batch : (i + 1) * FLAGS.batch] for i in range(FLAGS.batches)
+    ]
     with tf.compat.v1.Session(graph=tf.Graph()) as session:
         meta_graph = tf.compat.v1.saved_model.loader.load(
-            session, ["serve"], FLAGS.saved_model)
+            session, ["serve"], FLAGS.saved_model
+        )
         signature = meta_graph.signature_def["serving_default"]
         fetch = signature.outputs["translations"].name
         feed = signature.inputs["inputs"].name
         for request in requests:
             session.run(fetch, {feed: request})
         options = tf.compat.v1.RunOptions(
-            trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+            trace_level=tf.compat.v1.RunOptions.FULL_TRACE
+        )
         micros, counts = collections.Counter(), collections.Counter()
         wall = 0.0
         for request in requests:
             metadata = tf.compat.v1.RunMetadata()
             start = time.perf_counter()
-            session.run(fetch, {feed: request}, options=options,
-                        run_metadata=metadata)
+            session.run(fetch, {feed: request}, options=options, run_metadata=metadata)
             wall += time.perf_counter() - start
             for device in metadata.step_stats.dev_stats:
                 for node in device.node_stats:
                     micros[_op_type(node)] += node.all_end_rel_micros
                     counts[_op_type(node)] += 1
     total = sum(micros.values())
-    print(f"{FLAGS.saved_model}: {FLAGS.batches} requests of {FLAGS.batch} "
-          f"sentences, traced wall {wall:.2f} s, summed op time "
-          f"{total / 1e6:.2f} s")
+    print(
+        f"{FLAGS.saved_model}: {FLAGS.batches} requests of {FLAGS.batch} "
+        f"sentences, traced wall {wall:.2f} s, summed op time "
+        f"{total / 1e6:.2f} s"
+    )
     print(f"{'op type':32} {'ms':>9} {'count':>8} {'us/op':>8} {'share':>6}")
     for op, value in micros.most_common(FLAGS.top):
-        print(f"{op:32} {value / 1e3:9.1f} {counts[op]:8d} "
-              f"{value / counts[op]:8.1f} {value / total:6.1%}")
+        print(
+            f"{op:32} {value / 1e3:9.1f} {counts[op]:8d} "
+            f"{value / counts[op]:8.1f} {value / total:6.1%}"
+        )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 
 from absl import app, flags
 
@@ -37,8 +36,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_train  # noqa: E402  (defines --precisions, --bench_warmup...)
 
 flags.DEFINE_integer("top", 30, "Op types listed.")
-flags.DEFINE_string("logdir", None,
-                    "Keep the profiler traces here (default: discarded).")
+flags.DEFINE_string(
+    "logdir", None, "Keep the profiler traces here (default: discarded)."
+)
 FLAGS = flags.FLAGS
 
 # A TensorFlow op's host event is named "op_name:OpType"; the profiler's
@@ -56,8 +56,7 @@ def op_times(logdir):
 
     micros = collections.Counter()
     compilations, compile_micros = 0, 0.0
-    for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"),
-                          recursive=True):
+    for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
         space = xplane_pb2.XSpace()
         with open(path, "rb") as handle:
             space.ParseFromString(handle.read())
@@ -82,9 +81,9 @@ def profile(precision, proto, pairs, directory, strategy):
     """(wall seconds, op_times(...)) of `--bench_steps` recorded steps."""
     import tensorflow as tf
 
-    step = bench_train.compiled_step(precision, proto, pairs,
-                                     os.path.join(directory, precision),
-                                     strategy)
+    step = bench_train.compiled_step(
+        precision, proto, pairs, os.path.join(directory, precision), strategy
+    )
     bench_train.run_steps(FLAGS.bench_warmup, *step)
     logdir = os.path.join(FLAGS.logdir or directory, "profile", precision)
     tf.profiler.experimental.start(logdir)
@@ -103,29 +102,50 @@ def main(argv):
     results = {}
     with tempfile.TemporaryDirectory() as directory:
         proto, pairs = bench_train.multi30k_vocabulary_and_pairs(directory)
-        bench_train.turn(FLAGS.precisions[0], proto, pairs,
-                         os.path.join(directory, "warm-up"), strategy)
+        bench_train.turn(
+            FLAGS.precisions[0],
+            proto,
+            pairs,
+            os.path.join(directory, "warm-up"),
+            strategy,
+        )
         for precision in FLAGS.precisions:
-            results[precision] = profile(precision, proto, pairs, directory,
-                                         strategy)
+            results[precision] = profile(precision, proto, pairs, directory, strategy)
     per_step = 1e3 * FLAGS.bench_steps  # microseconds -> ms per step
     columns = "".join(f"{p:>12}" for p in results)
     print(f"ms per step      {columns}")
-    print(f"{'wall':16} " + "".join(
-        f"{1e3 * seconds / FLAGS.bench_steps:12.1f}"
-        for seconds, _ in results.values()))
-    print(f"{'summed op time':16} " + "".join(
-        f"{sum(micros.values()) / per_step:12.1f}"
-        for _, (micros, _, _) in results.values()))
-    print(f"{'XLA compiling':16} " + "".join(
-        f"{seconds / per_step:8.1f} ({count})"
-        for _, (_, count, seconds) in results.values()))
+    print(
+        f"{'wall':16} "
+        + "".join(
+            f"{1e3 * seconds / FLAGS.bench_steps:12.1f}"
+            for seconds, _ in results.values()
+        )
+    )
+    print(
+        f"{'summed op time':16} "
+        + "".join(
+            f"{sum(micros.values()) / per_step:12.1f}"
+            for _, (micros, _, _) in results.values()
+        )
+    )
+    print(
+        f"{'XLA compiling':16} "
+        + "".join(
+            f"{seconds / per_step:8.1f} ({count})"
+            for _, (_, count, seconds) in results.values()
+        )
+    )
     everything = collections.Counter()
     for _, (micros, _, _) in results.values():
         everything.update(micros)
     for op, _ in everything.most_common(FLAGS.top):
-        print(f"{op:32}" + "".join(f"{micros[op] / per_step:12.1f}"
-                                   for _, (micros, _, _) in results.values()))
+        print(
+            f"{op:32}"
+            + "".join(
+                f"{micros[op] / per_step:12.1f}"
+                for _, (micros, _, _) in results.values()
+            )
+        )
 
 
 if __name__ == "__main__":

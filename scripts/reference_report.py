@@ -34,11 +34,14 @@ def checkpoint_counters(run_dir):
 
     def value(name):
         return tf.train.load_variable(
-            checkpoint, f"{name}/.ATTRIBUTES/VARIABLE_VALUE").item()
+            checkpoint, f"{name}/.ATTRIBUTES/VARIABLE_VALUE"
+        ).item()
 
-    return {"steps": int(value("global_step")),
-            "tokens_seen": int(value("tokens_seen")),
-            "train_wall_minutes": round(value("train_seconds") / 60, 1)}
+    return {
+        "steps": int(value("global_step")),
+        "tokens_seen": int(value("tokens_seen")),
+        "train_wall_minutes": round(value("train_seconds") / 60, 1),
+    }
 
 
 def plot_curve(evaluations, title, path):
@@ -48,8 +51,11 @@ def plot_curve(evaluations, title, path):
     from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(figsize=(6, 4), dpi=120)
-    axes.plot([e["minutes"] for e in evaluations],
-              [e["bleu"] for e in evaluations], marker=".")
+    axes.plot(
+        [e["minutes"] for e in evaluations],
+        [e["bleu"] for e in evaluations],
+        marker=".",
+    )
     axes.set_xlabel("training wall-clock minutes")
     axes.set_ylabel("dev sacreBLEU (greedy)")
     axes.set_title(title)
@@ -63,17 +69,18 @@ def main(argv):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_matmul import matmul_gflops
 
-    evals = sorted(glob.glob(os.path.join(FLAGS.eval_dir, "*.json")),
-                   key=os.path.getmtime)
+    evals = sorted(
+        glob.glob(os.path.join(FLAGS.eval_dir, "*.json")), key=os.path.getmtime
+    )
     if not evals:
         raise app.UsageError(f"{FLAGS.eval_dir}: no t2t-eval JSON found")
     with open(evals[-1], encoding="utf-8") as handle:
         test = json.load(handle)
-    with open(os.path.join(FLAGS.run_dir, "best", "scores.json"),
-              encoding="utf-8") as handle:
+    with open(
+        os.path.join(FLAGS.run_dir, "best", "scores.json"), encoding="utf-8"
+    ) as handle:
         history = json.load(handle)
-    with open(os.path.join(FLAGS.run_dir, "config.json"),
-              encoding="utf-8") as handle:
+    with open(os.path.join(FLAGS.run_dir, "config.json"), encoding="utf-8") as handle:
         config = json.load(handle)
     results = {
         "test": test["test"],
@@ -84,7 +91,8 @@ def main(argv):
         "tokenized_bleu_note": test["tokenized_bleu_note"],
         "lc_tok_bleu": test["lc_tok_bleu"],
         "lc_tok_bleu_note": test["lc_tok_bleu_note"],
-        "beam_size": test["beam_size"], "alpha": test["alpha"],
+        "beam_size": test["beam_size"],
+        "alpha": test["alpha"],
         "averaged": [e["step"] for e in history["best"]],
         **checkpoint_counters(FLAGS.run_dir),
         "best_dev_bleu_greedy": max(e["bleu"] for e in history["best"]),
@@ -96,11 +104,17 @@ def main(argv):
     }
     with open(FLAGS.output, "w", encoding="utf-8") as handle:
         json.dump(results, handle, indent=2)
-    plot_curve(history["evaluations"],
-               f"{os.path.basename(FLAGS.run_dir)}: test sacreBLEU "
-               f"{test['sacrebleu']:.2f}", FLAGS.plot)
-    print(json.dumps({k: v for k, v in results.items()
-                      if k not in ("model", "dev_curve")}, indent=2))
+    plot_curve(
+        history["evaluations"],
+        f"{os.path.basename(FLAGS.run_dir)}: test sacreBLEU {test['sacrebleu']:.2f}",
+        FLAGS.plot,
+    )
+    print(
+        json.dumps(
+            {k: v for k, v in results.items() if k not in ("model", "dev_curve")},
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -17,12 +17,21 @@ __version__ = _metadata.version("t2t_repro")
 _PUBLIC = {
     "TransformerConfig": "t2t_repro.config",
     "Transformer": "t2t_repro.model",
-    **dict.fromkeys([
-        "DecoderLayer", "Dropout", "EncoderLayer", "LayerNormalization",
-        "LearnedPositionEncoding", "MultiHeadAttention",
-        "PositionWiseFeedForward",
-        "ScaledDotProductAttention", "SharedEmbedding",
-        "SinusoidalPositionEncoding"], "t2t_repro.layers"),
+    **dict.fromkeys(
+        [
+            "DecoderLayer",
+            "Dropout",
+            "EncoderLayer",
+            "LayerNormalization",
+            "LearnedPositionEncoding",
+            "MultiHeadAttention",
+            "PositionWiseFeedForward",
+            "ScaledDotProductAttention",
+            "SharedEmbedding",
+            "SinusoidalPositionEncoding",
+        ],
+        "t2t_repro.layers",
+    ),
     "TransformerSchedule": "t2t_repro.training.schedule",
     "FusedAdam": "t2t_repro.training.schedule",
     "paper_adam": "t2t_repro.training.schedule",

@@ -25,8 +25,7 @@ SCORES_FILENAME = "scores.json"
 
 
 def _checkpoint_files(prefix):
-    return tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(
-        prefix + ".data-*")
+    return tf.io.gfile.glob(prefix + ".index") + tf.io.gfile.glob(prefix + ".data-*")
 
 
 class BestCheckpoints:
@@ -52,22 +51,30 @@ class BestCheckpoints:
         """`state`, read from scores.json; ConfigError unless it has the
         record's shape and names checkpoints of best/ only."""
         evaluations, best = state.get("evaluations"), state.get("best")
-        if not ("stopped_early_at" in state and
-                isinstance(evaluations, list) and isinstance(best, list) and
-                all(isinstance(entry, dict) and
-                    isinstance(entry.get("step"), int) and
-                    isinstance(entry.get("bleu"), (int, float))
-                    for entry in evaluations + best) and
-                all(isinstance(entry.get("path"), str) for entry in best)):
-            raise ConfigError(f"{self._path}: corrupt (not a record of dev "
-                              "evaluations and best checkpoints)")
+        if not (
+            "stopped_early_at" in state
+            and isinstance(evaluations, list)
+            and isinstance(best, list)
+            and all(
+                isinstance(entry, dict)
+                and isinstance(entry.get("step"), int)
+                and isinstance(entry.get("bleu"), (int, float))
+                for entry in evaluations + best
+            )
+            and all(isinstance(entry.get("path"), str) for entry in best)
+        ):
+            raise ConfigError(
+                f"{self._path}: corrupt (not a record of dev "
+                "evaluations and best checkpoints)"
+            )
         directory = os.path.normpath(self.directory)
         for entry in state["best"]:
             where = os.path.normpath(os.path.join(directory, entry["path"]))
             if os.path.dirname(where) != directory:
                 raise ConfigError(
                     f"{self._path}: names checkpoint {entry['path']!r}, "
-                    f"outside {self.directory}")
+                    f"outside {self.directory}"
+                )
         return state
 
     @property
@@ -97,8 +104,7 @@ class BestCheckpoints:
         later = [e for e in self.best if e["step"] > step]
         if not later and all(e["step"] <= step for e in self.evaluations):
             return
-        self.state["evaluations"] = [e for e in self.evaluations
-                                     if e["step"] <= step]
+        self.state["evaluations"] = [e for e in self.evaluations if e["step"] <= step]
         self.state["best"] = [e for e in self.best if e["step"] <= step]
         if (self.stopped_early_at or 0) > step:
             self.state["stopped_early_at"] = None
@@ -111,10 +117,10 @@ class BestCheckpoints:
 
         Returns True if the checkpoint was kept.
         """
-        self.evaluations.append({"step": step, "bleu": bleu,
-                                 "minutes": minutes})
-        kept = self.keep > 0 and (len(self.best) < self.keep or
-                                  _rank(bleu) > _rank(self.best[-1]["bleu"]))
+        self.evaluations.append({"step": step, "bleu": bleu, "minutes": minutes})
+        kept = self.keep > 0 and (
+            len(self.best) < self.keep or _rank(bleu) > _rank(self.best[-1]["bleu"])
+        )
         evicted = []
         if kept:
             name = f"ckpt-{step}"
@@ -125,14 +131,19 @@ class BestCheckpoints:
             self.best.append({"step": step, "bleu": bleu, "path": name})
             # Ties keep the earlier checkpoint first.
             self.best.sort(key=lambda e: (-_rank(e["bleu"]), e["step"]))
-            evicted = self.best[self.keep:]
-            del self.best[self.keep:]
+            evicted = self.best[self.keep :]
+            del self.best[self.keep :]
         self._save_state()
         for entry in evicted:
             self._delete(os.path.join(self.directory, entry["path"]))
         if kept:
-            logging.info("kept %s/ckpt-%d (dev BLEU %.2f) among the best %d",
-                         self.directory, step, bleu, self.keep)
+            logging.info(
+                "kept %s/ckpt-%d (dev BLEU %.2f) among the best %d",
+                self.directory,
+                step,
+                bleu,
+                self.keep,
+            )
         return kept
 
     def evaluations_since_best(self):
@@ -153,9 +164,9 @@ class BestCheckpoints:
             raise ConfigError(
                 f"{self.directory}: holds {len(self.best)} best "
                 f"checkpoint(s), cannot average {count}; train with "
-                f"--keep_best={count} or more")
-        return [os.path.join(self.directory, e["path"])
-                for e in self.best[:count]]
+                f"--keep_best={count} or more"
+            )
+        return [os.path.join(self.directory, e["path"]) for e in self.best[:count]]
 
 
 def _rank(bleu):

@@ -38,10 +38,12 @@ from absl import logging
 
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.config import ConfigError, TransformerConfig
-from t2t_repro.data.vocabulary import (SPM_MODEL_FILENAME, load_sentencepiece,
-                                       vocab_size_of)
-from t2t_repro.files import (directory_written_whole, read_json_object,
-                             write_atomically)
+from t2t_repro.data.vocabulary import (
+    SPM_MODEL_FILENAME,
+    load_sentencepiece,
+    vocab_size_of,
+)
+from t2t_repro.files import directory_written_whole, read_json_object, write_atomically
 
 CONFIG_FILENAME = "config.json"
 TRAINING_OPTIONS_FILENAME = "training.json"
@@ -55,9 +57,15 @@ AVERAGED_FILENAME = "averaged.json"
 CORRUPT_DIRNAME = "corrupt"
 # Options that decide which batches a step sees (or how it computes them):
 # resuming with another value silently changes the run's data order.
-DATA_ORDER_OPTIONS = ("batch_tokens", "accum_steps", "seed",
-                      "shuffle_buffer", "overlong", "mixed_precision",
-                      "replicas")
+DATA_ORDER_OPTIONS = (
+    "batch_tokens",
+    "accum_steps",
+    "seed",
+    "shuffle_buffer",
+    "overlong",
+    "mixed_precision",
+    "replicas",
+)
 
 
 class RunDir:
@@ -78,13 +86,16 @@ class RunDir:
         if tf.io.gfile.exists(path):
             previous = self.load_config()
             if previous != config:
-                changed = {k: (v, saved[k])
-                           for k, v in dataclasses.asdict(previous).items()
-                           if saved[k] != v}
+                changed = {
+                    k: (v, saved[k])
+                    for k, v in dataclasses.asdict(previous).items()
+                    if saved[k] != v
+                }
                 raise ConfigError(
                     f"{path}: this run was trained with a different model "
                     f"config; changed (old, new): {changed}. Use a new "
-                    "--model_dir or the original flags.")
+                    "--model_dir or the original flags."
+                )
             return
         write_atomically(path, json.dumps(saved, indent=2))
 
@@ -92,15 +103,19 @@ class RunDir:
         path = self.file(CONFIG_FILENAME)
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(
-                f"{path}: not found; is {self.path} a t2t-train model_dir?")
+                f"{path}: not found; is {self.path} a t2t-train model_dir?"
+            )
         values = read_json_object(path)
-        unknown = sorted(values.keys() - {
-            field.name for field in dataclasses.fields(TransformerConfig)})
+        unknown = sorted(
+            values.keys()
+            - {field.name for field in dataclasses.fields(TransformerConfig)}
+        )
         if unknown:
             raise ConfigError(
                 f"{path}: unknown key{'s' if len(unknown) > 1 else ''} "
                 f"{', '.join(map(repr, unknown))} (not a TransformerConfig "
-                "field: written by another version of t2t_repro, or edited)")
+                "field: written by another version of t2t_repro, or edited)"
+            )
         try:
             return TransformerConfig(**values)
         except TypeError as error:  # a value of the wrong type
@@ -119,8 +134,10 @@ class RunDir:
         another one, which would scramble every token id."""
         if tf.io.gfile.exists(self.vocab_path):
             if self.load_vocabulary() != vocab_proto:
-                raise ConfigError(f"{self.vocab_path}: this run has a "
-                                  "different SentencePiece vocabulary")
+                raise ConfigError(
+                    f"{self.vocab_path}: this run has a "
+                    "different SentencePiece vocabulary"
+                )
             return
         write_atomically(self.vocab_path, vocab_proto)
 
@@ -134,12 +151,14 @@ class RunDir:
         try:
             vocab_size_of(proto)
         except RuntimeError:  # sentencepiece's only parse error
-            raise ConfigError(f"{self.vocab_path}: corrupt (not a "
-                              "SentencePiece model)") from None
+            raise ConfigError(
+                f"{self.vocab_path}: corrupt (not a SentencePiece model)"
+            ) from None
         return proto
 
-    def ensure_vocabulary(self, train_vocabulary, is_chief,
-                          chief_start_seconds=600, poll_seconds=1):
+    def ensure_vocabulary(
+        self, train_vocabulary, is_chief, chief_start_seconds=600, poll_seconds=1
+    ):
         """The run's SentencePiece proto. If there is none yet, the chief
         calls `train_vocabulary(path)` to write it and other workers wait
         for it: for as long as the chief holds its train.lock, and up to
@@ -169,11 +188,13 @@ class RunDir:
                     raise ConfigError(
                         f"{self.vocab_path}: the chief let go of {lock.path} "
                         "without writing the vocabulary; see the chief's "
-                        "log")
+                        "log"
+                    )
                 raise ConfigError(
                     f"{self.vocab_path}: not written after "
                     f"{chief_start_seconds:g} s, and no chief holds "
-                    f"{lock.path}; is the chief training on this model_dir?")
+                    f"{lock.path}; is the chief training on this model_dir?"
+                )
             time.sleep(poll_seconds)
 
     # train.lock --------------------------------------------------------
@@ -191,16 +212,16 @@ class RunDir:
         have no exclusive create.
         """
         if "://" in self.path:
-            logging.warning("%s: remote model_dir, not locked against a "
-                            "second trainer", self.path)
+            logging.warning(
+                "%s: remote model_dir, not locked against a second trainer", self.path
+            )
             return
         os.makedirs(self.path, exist_ok=True)
         path = self.file(LOCK_FILENAME)
         mine = {"pid": os.getpid(), "host": socket.gethostname()}
         while True:
             try:
-                descriptor = os.open(path, os.O_CREAT | os.O_EXCL |
-                                     os.O_WRONLY)
+                descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
                 holder = _read_lock(path)
                 if holder == mine:
@@ -210,11 +231,15 @@ class RunDir:
                         f"{path}: another trainer (pid {holder.get('pid')} "
                         f"on {holder.get('host')}) is using this model_dir; "
                         "two would overwrite each other's checkpoints. "
-                        "Wait for it, or delete the file if it is gone.")
+                        "Wait for it, or delete the file if it is gone."
+                    ) from None
                 if holder:
-                    logging.warning("%s: taking over the lock of pid %s, "
-                                    "which is no longer running", path,
-                                    holder["pid"])
+                    logging.warning(
+                        "%s: taking over the lock of pid %s, "
+                        "which is no longer running",
+                        path,
+                        holder["pid"],
+                    )
                 try:
                     # Only one of several racing trainers wins the rename.
                     os.rename(path, f"{path}.stale.{os.getpid()}")
@@ -225,21 +250,18 @@ class RunDir:
             with os.fdopen(descriptor, "w") as handle:
                 json.dump(mine, handle)
             atexit.register(self.release_training_lock)
-            threading.Thread(target=_keep_fresh, args=(path, mine),
-                             daemon=True).start()
+            threading.Thread(target=_keep_fresh, args=(path, mine), daemon=True).start()
             return
 
     def release_training_lock(self):
         """Removes train.lock if this process holds it."""
         path = self.file(LOCK_FILENAME)
-        if _read_lock(path) == {"pid": os.getpid(),
-                                "host": socket.gethostname()}:
+        if _read_lock(path) == {"pid": os.getpid(), "host": socket.gethostname()}:
             os.remove(path)
 
     # training.json -----------------------------------------------------
 
-    def save_training_options(self, options, replicas, allow_changes=False,
-                              data=None):
+    def save_training_options(self, options, replicas, allow_changes=False, data=None):
         """Writes how the run was last started: the options, the replica
         count and `data`, the identity of the data it reads ({split:
         [{"path", "size", "sha256"} or {"tfds", "split", "version"}]}; None
@@ -247,32 +269,43 @@ class RunDir:
         that changes one of DATA_ORDER_OPTIONS or the data; allowed, a data
         change is a warning. Returns the names of what changed."""
         path = self.file(TRAINING_OPTIONS_FILENAME)
-        values = {k: v for k, v in dataclasses.asdict(options).items()
-                  if k != "model_dir"}
+        values = {
+            k: v for k, v in dataclasses.asdict(options).items() if k != "model_dir"
+        }
         values["replicas"] = replicas
         previous = self.load_training_options() or {}
         values["data"] = previous.get("data") if data is None else data
-        changed = {k: (previous[k], values[k]) for k in DATA_ORDER_OPTIONS
-                   if k in previous and previous[k] != values[k]}
-        data_changes = _data_changes(previous.get("data") or {},
-                                     values["data"] or {})
+        changed = {
+            k: (previous[k], values[k])
+            for k in DATA_ORDER_OPTIONS
+            if k in previous and previous[k] != values[k]
+        }
+        data_changes = _data_changes(previous.get("data") or {}, values["data"] or {})
         if not allow_changes:
             if changed:
                 raise ConfigError(
                     f"{path}: resuming with other data-order options would "
                     "not continue the same run; changed (old, new): "
                     f"{changed}. Use the original flags, or "
-                    "--allow_option_changes.")
+                    "--allow_option_changes."
+                )
             if data_changes:
                 raise ConfigError(
-                    "; ".join(f"{name} changed since the run started "
-                              f"({details})" for name, details in data_changes)
+                    "; ".join(
+                        f"{name} changed since the run started ({details})"
+                        for name, details in data_changes
+                    )
                     + ": resuming would misalign the data; pass "
-                    "--allow_option_changes to resume anyway")
+                    "--allow_option_changes to resume anyway"
+                )
         for name, details in data_changes:
-            logging.warning("%s changed since the run started (%s): resuming "
-                            "anyway (--allow_option_changes), on data an "
-                            "uninterrupted run did not see", name, details)
+            logging.warning(
+                "%s changed since the run started (%s): resuming "
+                "anyway (--allow_option_changes), on data an "
+                "uninterrupted run did not see",
+                name,
+                details,
+            )
         write_atomically(path, json.dumps(values, indent=2))
         return sorted(changed) + [name for name, _ in data_changes]
 
@@ -289,18 +322,21 @@ class RunDir:
         """The manager of the run's checkpoints; for a non-chief worker
         (`worker` = its task id), one that saves where nobody reads, since
         every worker must take part in saving."""
-        directory = (self.path if worker is None else
-                     self.file(f".worker_{worker}"))
-        return tf.train.CheckpointManager(checkpoint, directory, max_to_keep,
-                                          checkpoint_name=CHECKPOINT_NAME)
+        directory = self.path if worker is None else self.file(f".worker_{worker}")
+        return tf.train.CheckpointManager(
+            checkpoint, directory, max_to_keep, checkpoint_name=CHECKPOINT_NAME
+        )
 
     def input_checkpoint_manager(self, checkpoint, max_to_keep, pipeline):
         """The manager of a non-chief worker's input-iterator checkpoints
         (`pipeline` = its input pipeline id), numbered by step like the
         model's."""
         return tf.train.CheckpointManager(
-            checkpoint, self.file(os.path.join("input", f"worker-{pipeline}")),
-            max_to_keep, checkpoint_name=CHECKPOINT_NAME)
+            checkpoint,
+            self.file(os.path.join("input", f"worker-{pipeline}")),
+            max_to_keep,
+            checkpoint_name=CHECKPOINT_NAME,
+        )
 
     def checkpoints(self):
         """The run's checkpoints, oldest first, as its checkpoint list names
@@ -313,8 +349,7 @@ class RunDir:
             state = None
         if state is None:
             if tf.io.gfile.exists(path):
-                raise ConfigError(f"{path}: corrupt (not a list of "
-                                  "checkpoints)")
+                raise ConfigError(f"{path}: corrupt (not a list of checkpoints)")
             return []
         paths = list(state.all_model_checkpoint_paths)
         if state.model_checkpoint_path not in paths:
@@ -328,7 +363,7 @@ class RunDir:
     def newest_intact_checkpoint(self):
         """(the newest checkpoint that reads back whole, or None; the newer
         ones that do not, as (path, problem), newest first)."""
-        corrupt = []
+        corrupt: list[tuple[str, str]] = []
         for path in reversed(self.checkpoints()):
             problem = checkpoint_problem(path)
             if problem is None:
@@ -345,9 +380,13 @@ class RunDir:
             return
         intact, _ = self.newest_intact_checkpoint()
         raise ConfigError(
-            f"{checkpoint}: corrupt checkpoint ({problem}); " +
-            (f"the newest intact one is {intact} (--checkpoint={intact})"
-             if intact else f"no checkpoint of {self.path} is intact"))
+            f"{checkpoint}: corrupt checkpoint ({problem}); "
+            + (
+                f"the newest intact one is {intact} (--checkpoint={intact})"
+                if intact
+                else f"no checkpoint of {self.path} is intact"
+            )
+        )
 
     def checkpoint_to_resume(self, set_aside):
         """The newest intact checkpoint, or None in a new run.
@@ -361,20 +400,28 @@ class RunDir:
         intact, corrupt = self.newest_intact_checkpoint()
         if corrupt and intact is None:
             newest, problem = corrupt[0]
-            raise ConfigError(f"{newest}: corrupt checkpoint ({problem}), and "
-                              "no older checkpoint is intact: nothing to "
-                              "resume from")
+            raise ConfigError(
+                f"{newest}: corrupt checkpoint ({problem}), and "
+                "no older checkpoint is intact: nothing to "
+                "resume from"
+            )
         if not corrupt:
             return intact
         moved = ""
         if set_aside:
-            directory = self.file(os.path.join(
-                CORRUPT_DIRNAME, time.strftime("%Y%m%d-%H%M%S")))
+            directory = self.file(
+                os.path.join(CORRUPT_DIRNAME, time.strftime("%Y%m%d-%H%M%S"))
+            )
             self._set_aside([path for path, _ in corrupt], directory)
             moved = f", moved to {directory}"
         for path, problem in corrupt:
-            logging.warning("%s: corrupt checkpoint (%s)%s; resuming from %s",
-                            path, problem, moved, intact)
+            logging.warning(
+                "%s: corrupt checkpoint (%s)%s; resuming from %s",
+                path,
+                problem,
+                moved,
+                intact,
+            )
         return intact
 
     def _set_aside(self, checkpoints, directory):
@@ -383,32 +430,42 @@ class RunDir:
         tf.io.gfile.makedirs(directory)
         for checkpoint in checkpoints:
             for path in tf.io.gfile.glob(checkpoint + ".*"):
-                tf.io.gfile.rename(path, os.path.join(
-                    directory, os.path.basename(path)))
+                tf.io.gfile.rename(
+                    path, os.path.join(directory, os.path.basename(path))
+                )
         state = tf.train.get_checkpoint_state(self.path)
-        kept = [(path, timestamp) for path, timestamp in itertools.zip_longest(
-                    state.all_model_checkpoint_paths,
-                    state.all_model_checkpoint_timestamps)
-                if path not in checkpoints]
+        kept = [
+            (path, timestamp)
+            for path, timestamp in itertools.zip_longest(
+                state.all_model_checkpoint_paths, state.all_model_checkpoint_timestamps
+            )
+            if path not in checkpoints
+        ]
         # The call tf.train.CheckpointManager makes: paths stay relative,
         # so the run directory can still be moved.
         tf.__internal__.train.update_checkpoint_state(
-            self.path, kept[-1][0],
+            self.path,
+            kept[-1][0],
             all_model_checkpoint_paths=[path for path, _ in kept],
             all_model_checkpoint_timestamps=(
                 [timestamp for _, timestamp in kept]
-                if state.all_model_checkpoint_timestamps else None),
+                if state.all_model_checkpoint_timestamps
+                else None
+            ),
             last_preserved_timestamp=state.last_preserved_timestamp,
-            save_relative_paths=True)
+            save_relative_paths=True,
+        )
 
     def newest_checkpoints(self, count):
         """Paths of the `count` newest checkpoints the manager kept."""
         paths = self.checkpoints()
         if len(paths) < count:
-            raise ConfigError(f"{self.path}: holds {len(paths)} "
-                              f"checkpoint(s), cannot average the last "
-                              f"{count}; raise --keep_checkpoints when "
-                              "training")
+            raise ConfigError(
+                f"{self.path}: holds {len(paths)} "
+                f"checkpoint(s), cannot average the last "
+                f"{count}; raise --keep_checkpoints when "
+                "training"
+            )
         return paths[-count:]
 
     def load_model(self, checkpoint=None):
@@ -427,18 +484,20 @@ class RunDir:
         elif not tf.io.gfile.exists(checkpoint + ".index"):
             raise FileNotFoundError(
                 f"{checkpoint}: no such checkpoint ({checkpoint}.index is "
-                "missing; name it as path/ckpt-STEP)")
+                "missing; name it as path/ckpt-STEP)"
+            )
         self.check_intact(checkpoint)
         model = Transformer(config, name="transformer")
         _check_shapes(model, checkpoint, self.file(CONFIG_FILENAME))
         try:
             model_checkpoint(model).restore(
-                checkpoint).expect_partial().assert_existing_objects_matched()
+                checkpoint
+            ).expect_partial().assert_existing_objects_matched()
         except (ValueError, AssertionError, tf.errors.OpError) as error:
             first_line = str(error).strip().splitlines()[0]
             raise ConfigError(
-                f"{checkpoint}: does not fit {self.file(CONFIG_FILENAME)}: "
-                f"{first_line}") from None
+                f"{checkpoint}: does not fit {self.file(CONFIG_FILENAME)}: {first_line}"
+            ) from None
         return model, proto, checkpoint
 
     # Averaging ---------------------------------------------------------
@@ -460,34 +519,39 @@ class RunDir:
         elif select == "last":
             paths = self.newest_checkpoints(count)
         else:
-            raise ConfigError(f"select must be 'last' or 'best', got "
-                              f"{select!r}")
+            raise ConfigError(f"select must be 'last' or 'best', got {select!r}")
         model = Transformer(self.load_config(), name="transformer")
         checkpoint = model_checkpoint(model)
         sums = [np.zeros(v.shape, np.float64) for v in model.weights]
         for path in paths:
             self.check_intact(path)
         for path in paths:
-            checkpoint.restore(path).expect_partial() \
-                .assert_existing_objects_matched()
+            checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
             for total, variable in zip(sums, model.weights):
                 total += variable.numpy()
         for total, variable in zip(sums, model.weights):
             if "float" in str(variable.dtype):
                 variable.assign((total / len(paths)).astype(variable.dtype))
-        if tf.io.gfile.exists(output_dir) and not tf.io.gfile.listdir(
-                output_dir):
+        if tf.io.gfile.exists(output_dir) and not tf.io.gfile.listdir(output_dir):
             tf.io.gfile.rmtree(output_dir)  # an empty one is ours to fill
         with directory_written_whole(output_dir, replace) as partial:
             output = RunDir(partial)
             for name in (CONFIG_FILENAME, SPM_MODEL_FILENAME):
                 shutil.copyfile(self.file(name), output.file(name))
             output.checkpoint_manager(checkpoint, 1).save(
-                checkpoint_number=checkpoint_step(paths[-1]))
-            write_atomically(output.file(AVERAGED_FILENAME), json.dumps(
-                {"select": select, "count": count,
-                 "checkpoints": [os.path.basename(p) for p in paths]},
-                indent=1))
+                checkpoint_number=checkpoint_step(paths[-1])
+            )
+            write_atomically(
+                output.file(AVERAGED_FILENAME),
+                json.dumps(
+                    {
+                        "select": select,
+                        "count": count,
+                        "checkpoints": [os.path.basename(p) for p in paths],
+                    },
+                    indent=1,
+                ),
+            )
         saved = RunDir(output_dir).latest_checkpoint()
         logging.info("averaged %s into %s", ", ".join(paths), saved)
         return saved
@@ -504,13 +568,15 @@ class RunDir:
                 raise ConfigError(
                     f"{output.path} exists and is not an average of the last "
                     "checkpoints (no averaged.json saying so, or files "
-                    "averages do not hold); move it away")
-            if averaged.get("checkpoints") == [os.path.basename(p)
-                                               for p in paths]:
+                    "averages do not hold); move it away"
+                )
+            if averaged.get("checkpoints") == [os.path.basename(p) for p in paths]:
                 return output, paths
-            logging.info("replacing %s, the average of %s", output.path,
-                         ", ".join(averaged.get("checkpoints") or
-                                   ["unrecorded checkpoints"]))
+            logging.info(
+                "replacing %s, the average of %s",
+                output.path,
+                ", ".join(averaged.get("checkpoints") or ["unrecorded checkpoints"]),
+            )
         self.average(output.path, count, replace=exists)
         return output, paths
 
@@ -520,10 +586,16 @@ class RunDir:
         without one, as averages written before it existed); None for
         anything else."""
         names = {name.rstrip("/") for name in tf.io.gfile.listdir(self.path)}
-        average_files = {CONFIG_FILENAME, SPM_MODEL_FILENAME,
-                         CHECKPOINT_LIST_FILENAME, AVERAGED_FILENAME}
-        if not all(name in average_files or
-                   name.startswith(CHECKPOINT_NAME + "-") for name in names):
+        average_files = {
+            CONFIG_FILENAME,
+            SPM_MODEL_FILENAME,
+            CHECKPOINT_LIST_FILENAME,
+            AVERAGED_FILENAME,
+        }
+        if not all(
+            name in average_files or name.startswith(CHECKPOINT_NAME + "-")
+            for name in names
+        ):
             return None
         if AVERAGED_FILENAME not in names:
             return {}
@@ -563,7 +635,8 @@ class _LockWatcher:
     def __init__(self, path):
         self.path = path
         self._host = socket.gethostname()
-        self._mtime = self._changed_at = None
+        self._mtime: float | None = None
+        self._changed_at = 0.0
 
     def is_held(self):
         holder = _read_lock(self.path)
@@ -581,6 +654,10 @@ class _LockWatcher:
         return now - self._changed_at < LOCK_FRESH_SECONDS
 
 
+# What zip_longest pairs with a source that one side does not have.
+_NO_SOURCE: dict[str, str] = {}
+
+
 def _data_changes(recorded, current):
     """(name, what changed) of each data source whose identity differs from
     the one `recorded` (see `RunDir.save_training_options`). A split on one
@@ -589,17 +666,28 @@ def _data_changes(recorded, current):
     changes = []
     for split in sorted(recorded.keys() & current.keys()):
         for before, now in itertools.zip_longest(
-                recorded[split], current[split], fillvalue={}):
+            recorded[split], current[split], fillvalue=_NO_SOURCE
+        ):
             # A moved file is the same data.
-            differing = sorted(k for k in before.keys() | now.keys()
-                               if k != "path" and before.get(k) != now.get(k))
+            differing = sorted(
+                k
+                for k in before.keys() | now.keys()
+                if k != "path" and before.get(k) != now.get(k)
+            )
             if differing:
                 source = now or before
                 name = source.get("path") or (
-                    f"TFDS {source.get('tfds')} split {source.get('split')}")
-                changes.append((name, ", ".join(
-                    f"{k} {_shown(k, before.get(k))} -> "
-                    f"{_shown(k, now.get(k))}" for k in differing)))
+                    f"TFDS {source.get('tfds')} split {source.get('split')}"
+                )
+                changes.append(
+                    (
+                        name,
+                        ", ".join(
+                            f"{k} {_shown(k, before.get(k))} -> {_shown(k, now.get(k))}"
+                            for k in differing
+                        ),
+                    )
+                )
     return changes
 
 
@@ -621,8 +709,7 @@ def _is_stale(path, holder, host):
     released meanwhile)."""
     if not holder:
         try:
-            return (time.time() - os.path.getmtime(path) >
-                    _UNWRITTEN_LOCK_SECONDS)
+            return time.time() - os.path.getmtime(path) > _UNWRITTEN_LOCK_SECONDS
         except FileNotFoundError:
             return True
     if holder.get("host") != host or not isinstance(holder.get("pid"), int):
@@ -672,15 +759,15 @@ def _check_shapes(model, checkpoint, config_path):
             raise ConfigError(
                 f"{checkpoint}: does not fit {config_path}: {key} has shape "
                 f"{list(shape)} in the checkpoint, {list(variable.shape)} in "
-                "the model")
+                "the model"
+            )
 
 
 # Tensors read at once when checking a checkpoint: about 256 MB of float32,
 # so that a big checkpoint is never held in memory whole.
 _CHECK_BATCH_ELEMENTS = 1 << 26
 # What TensorFlow wraps an eager op's error message in.
-_OP_ERROR_DECORATION = re.compile(
-    r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]")
+_OP_ERROR_DECORATION = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]")
 
 
 def checkpoint_problem(checkpoint):
@@ -694,7 +781,8 @@ def checkpoint_problem(checkpoint):
         reader = tf.train.load_checkpoint(checkpoint)
         shapes = reader.get_variable_to_shape_map()
         dtypes = reader.get_variable_to_dtype_map()
-        batches, elements = [[]], 0
+        batches: list[list[str]] = [[]]
+        elements = 0
         for key in sorted(shapes):
             if elements >= _CHECK_BATCH_ELEMENTS:
                 batches.append([])
@@ -702,9 +790,12 @@ def checkpoint_problem(checkpoint):
             batches[-1].append(key)
             elements += int(np.prod(shapes[key]))
         for batch in batches:
-            tf.raw_ops.RestoreV2(prefix=checkpoint, tensor_names=batch,
-                                 shape_and_slices=[""] * len(batch),
-                                 dtypes=[dtypes[key] for key in batch])
+            tf.raw_ops.RestoreV2(
+                prefix=checkpoint,
+                tensor_names=batch,
+                shape_and_slices=[""] * len(batch),
+                dtypes=[dtypes[key] for key in batch],
+            )
     except tf.errors.OpError as error:
         message = _OP_ERROR_DECORATION.sub("", error.message).strip()
         return message.splitlines()[0]
@@ -713,8 +804,10 @@ def checkpoint_problem(checkpoint):
 
 def holds(checkpoint, name):
     """Whether `checkpoint` saved an object under the top-level `name`."""
-    return any(key.startswith(f"{name}/") for key in
-               tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map())
+    return any(
+        key.startswith(f"{name}/")
+        for key in tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
+    )
 
 
 def remove_unfinished_checkpoint(directory, step):
@@ -722,8 +815,7 @@ def remove_unfinished_checkpoint(directory, step):
     (its `ckpt-STEP_temp/` shards, any `ckpt-STEP.*` files): a checkpoint
     the manager never listed."""
     prefix = os.path.join(directory, f"{CHECKPOINT_NAME}-{step}")
-    for path in tf.io.gfile.glob(prefix + "_temp") + tf.io.gfile.glob(
-            prefix + ".*"):
+    for path in tf.io.gfile.glob(prefix + "_temp") + tf.io.gfile.glob(prefix + ".*"):
         if tf.io.gfile.isdir(path):
             tf.io.gfile.rmtree(path)
         else:

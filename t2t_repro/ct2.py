@@ -28,8 +28,12 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from t2t_repro.config import (EXTRA_DECODE_LENGTH, ConfigError,
-                              DecodingOptions, TransformerConfig)
+from t2t_repro.config import (
+    EXTRA_DECODE_LENGTH,
+    ConfigError,
+    DecodingOptions,
+    TransformerConfig,
+)
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.files import directory_written_whole
 from t2t_repro.inference import _BatchingTranslator
@@ -45,8 +49,9 @@ def _ctranslate2():
     try:
         import ctranslate2
     except ImportError as error:
-        raise ImportError("CTranslate2 is an optional extra: pip install -e "
-                          "'.[ct2]'") from error
+        raise ImportError(
+            "CTranslate2 is an optional extra: pip install -e '.[ct2]'"
+        ) from error
     return ctranslate2
 
 
@@ -73,8 +78,7 @@ def _norm(spec, norm):
 
 
 def _attention(spec, attention, norm, cross):
-    projections = [attention.query_dense, attention.key_dense,
-                   attention.value_dense]
+    projections = [attention.query_dense, attention.key_dense, attention.value_dense]
     if cross:
         _fused(spec.linear[0], projections[:1])
         _fused(spec.linear[1], projections[1:])
@@ -106,11 +110,14 @@ def transformer_spec(model, tokens):
         raise ConfigError(
             f"key_dim={c.key_dim}, value_dim={c.value_dim}: CTranslate2's "
             "Transformer has d_k = d_v = d_model / num_heads "
-            f"({c.d_model} / {c.num_heads}); this model cannot be converted")
-    encoder = specs.TransformerEncoderSpec(c.num_encoder_layers, c.num_heads,
-                                           pre_norm=c.pre_norm)
-    decoder = specs.TransformerDecoderSpec(c.num_decoder_layers, c.num_heads,
-                                           pre_norm=c.pre_norm)
+            f"({c.d_model} / {c.num_heads}); this model cannot be converted"
+        )
+    encoder = specs.TransformerEncoderSpec(
+        c.num_encoder_layers, c.num_heads, pre_norm=c.pre_norm
+    )
+    decoder = specs.TransformerDecoderSpec(
+        c.num_decoder_layers, c.num_heads, pre_norm=c.pre_norm
+    )
     spec = specs.TransformerSpec(encoder, decoder)
     spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
     embedding = model.embedding.embeddings.numpy()
@@ -123,14 +130,26 @@ def transformer_spec(model, tokens):
     decoder.projection.weight = embedding
     decoder.projection.bias = np.zeros(c.vocab_size, np.float32)
     for layer_spec, layer in zip(encoder.layer, model.encoder_layers):
-        _attention(layer_spec.self_attention, layer.self_attention,
-                   layer.attention_norm, cross=False)
+        _attention(
+            layer_spec.self_attention,
+            layer.self_attention,
+            layer.attention_norm,
+            cross=False,
+        )
         _feed_forward(layer_spec.ffn, layer)
     for layer_spec, layer in zip(decoder.layer, model.decoder_layers):
-        _attention(layer_spec.self_attention, layer.self_attention,
-                   layer.attention_norm, cross=False)
-        _attention(layer_spec.attention, layer.cross_attention,
-                   layer.cross_attention_norm, cross=True)
+        _attention(
+            layer_spec.self_attention,
+            layer.self_attention,
+            layer.attention_norm,
+            cross=False,
+        )
+        _attention(
+            layer_spec.attention,
+            layer.cross_attention,
+            layer.cross_attention_norm,
+            cross=True,
+        )
         _feed_forward(layer_spec.ffn, layer)
     if c.pre_norm:
         _norm(encoder.layer_norm, model.encoder_norm)
@@ -140,8 +159,9 @@ def transformer_spec(model, tokens):
     return spec
 
 
-def export_ctranslate2(model, output_dir, checkpoint=None,
-                       quantization=None, vocabulary=None):
+def export_ctranslate2(
+    model, output_dir, checkpoint=None, quantization=None, vocabulary=None
+):
     """Writes a CTranslate2 model directory (with the SentencePiece model)
     and returns its path.
 
@@ -164,8 +184,7 @@ def export_ctranslate2(model, output_dir, checkpoint=None,
         _Converter().convert(partial, quantization=quantization, force=True)
         with open(os.path.join(partial, VOCABULARY_FILE), "wb") as handle:
             handle.write(proto)
-        with open(os.path.join(partial, CONFIG_FILE), "w",
-                  encoding="utf-8") as handle:
+        with open(os.path.join(partial, CONFIG_FILE), "w", encoding="utf-8") as handle:
             json.dump(dataclasses.asdict(model.config), handle, indent=1)
     return output_dir
 
@@ -174,6 +193,7 @@ def gnmt_best(hypotheses, alpha):
     """(tokens, score) of the hypothesis with the best log P / ((5 + len) /
     6)^alpha, len counting the EOS a finished hypothesis ended with (as our
     decoders do); CTranslate2 leaves EOS out of `tokens`."""
+
     def score(hypothesis):
         length = len(hypothesis["tokens"]) + hypothesis["ended"]
         return hypothesis["log_prob"] / ((5.0 + length) / 6.0) ** alpha
@@ -202,46 +222,56 @@ class CTranslate2Translator(_BatchingTranslator):
                 f"--extra_decode_length={decoding.extra_length}: a "
                 "CTranslate2 export's position table reaches input + "
                 f"{EXTRA_DECODE_LENGTH}; decode with --model_dir or "
-                "--saved_model")
+                "--saved_model"
+            )
         ctranslate2 = _ctranslate2()
         if not os.path.exists(os.path.join(path, CONFIG_FILE)):
-            raise FileNotFoundError(f"{path}: not a t2t-export "
-                                    f"--format=ctranslate2 directory (no "
-                                    f"{CONFIG_FILE})")
+            raise FileNotFoundError(
+                f"{path}: not a t2t-export "
+                f"--format=ctranslate2 directory (no "
+                f"{CONFIG_FILE})"
+            )
         with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as handle:
             self.max_length = TransformerConfig(**json.load(handle)).max_length
         with open(os.path.join(path, VOCABULARY_FILE), "rb") as handle:
             self.tokenizer = make_tokenizer(handle.read())
         self.tokens = vocabulary_tokens(self.tokenizer)
         self.ids = {token: i for i, token in enumerate(self.tokens)}
-        self.translator = ctranslate2.Translator(path, device="cpu",
-                                                 intra_threads=threads)
+        self.translator = ctranslate2.Translator(
+            path, device="cpu", intra_threads=threads
+        )
 
     def _translate_batch(self, sentences):
-        ids, truncated = tokenize_sources(self.tokenizer, sentences,
-                                          self.max_length)
-        sources = [[self.tokens[i] for i in row if i]
-                   for row in ids.numpy().tolist()]
+        ids, truncated = tokenize_sources(self.tokenizer, sentences, self.max_length)
+        sources = [[self.tokens[i] for i in row if i] for row in ids.numpy().tolist()]
         beam = self.decoding.beam_size
         # One limit per batch (CTranslate2 has no per-sentence one); batches
         # hold sentences of similar length.
         limit = max(map(len, sources), default=0) + self.decoding.extra_length
         results = self.translator.translate_batch(
-            sources, beam_size=beam, num_hypotheses=beam,
-            length_penalty=0.0, return_scores=True,
+            sources,
+            beam_size=beam,
+            num_hypotheses=beam,
+            length_penalty=0.0,
+            return_scores=True,
             max_decoding_length=limit,
-            suppress_sequences=[[SPECIAL_TOKENS[0]], [SPECIAL_TOKENS[2]]])
+            suppress_sequences=[[SPECIAL_TOKENS[0]], [SPECIAL_TOKENS[2]]],
+        )
         texts, scores = [], []
         for result in results:
             # With length_penalty 0 a score is the hypothesis' log P (with
             # its EOS if it ended before the limit).
-            hypotheses = [{"tokens": tokens, "log_prob": log_prob,
-                           "ended": len(tokens) < limit}
-                          for tokens, log_prob in zip(result.hypotheses,
-                                                      result.scores)]
+            hypotheses = [
+                {"tokens": tokens, "log_prob": log_prob, "ended": len(tokens) < limit}
+                for tokens, log_prob in zip(result.hypotheses, result.scores)
+            ]
             tokens, score = gnmt_best(hypotheses, self.decoding.alpha)
             texts.append([self.ids[t] for t in tokens])
             scores.append(score)
-        return (self.tokenizer.detokenize(tf.ragged.constant(
-                    texts, dtype=tf.int32, ragged_rank=1, inner_shape=())),
-                tf.constant(scores, tf.float32), truncated)
+        return (
+            self.tokenizer.detokenize(
+                tf.ragged.constant(texts, dtype=tf.int32, ragged_rank=1, inner_shape=())
+            ),
+            tf.constant(scores, tf.float32),
+            truncated,
+        )

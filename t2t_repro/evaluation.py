@@ -16,10 +16,12 @@ _COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
 TOKENIZED_BLEU_NOTE = (
     "tokenized BLEU with compound splitting (tensor2tensor get_ende_bleu: "
     "Moses tokenizer, ##AT##-##AT##, multi-bleu); NOT comparable to "
-    "sacreBLEU, only to the paper's table")
+    "sacreBLEU, only to the paper's table"
+)
 LC_TOK_BLEU_NOTE = (
     "Moses-normalised, tokenized, lowercased, as the Multi30k literature "
-    "(multi-bleu); NOT sacreBLEU")
+    "(multi-bleu); NOT sacreBLEU"
+)
 # sacreBLEU's tokenizer for target languages that 13a would leave
 # unsegmented. The MeCab ones need sacrebleu's [ja]/[ko] extras; without
 # them, characters are the words.
@@ -35,26 +37,33 @@ def sacrebleu_metric(target_lang, tokenize=None):
         try:
             return sacrebleu.BLEU(tokenize=tokenize)
         except RuntimeError as error:  # sacreBLEU's "pip install ..." text
-            raise ConfigError(f"--sacrebleu_tokenize={tokenize}: " +
-                              " ".join(str(error).split())) from error
-    tokenize = _SACREBLEU_TOKENIZE.get(target_lang,
-                                       sacrebleu.BLEU.TOKENIZER_DEFAULT)
+            raise ConfigError(
+                f"--sacrebleu_tokenize={tokenize}: " + " ".join(str(error).split())
+            ) from error
+    tokenize = _SACREBLEU_TOKENIZE.get(target_lang, sacrebleu.BLEU.TOKENIZER_DEFAULT)
     try:
         return sacrebleu.BLEU(tokenize=tokenize)
     except RuntimeError:
-        logging.warning("sacreBLEU's %s tokenizer needs `pip install "
-                        "sacrebleu[%s]`: scoring %s with the %s tokenizer "
-                        "instead", tokenize, target_lang, target_lang,
-                        _WITHOUT_MECAB)
+        logging.warning(
+            "sacreBLEU's %s tokenizer needs `pip install "
+            "sacrebleu[%s]`: scoring %s with the %s tokenizer "
+            "instead",
+            tokenize,
+            target_lang,
+            target_lang,
+            _WITHOUT_MECAB,
+        )
         return sacrebleu.BLEU(tokenize=_WITHOUT_MECAB)
 
 
 def multi_bleu(hypotheses, references):
     """multi-bleu.perl's BLEU of tokenized text: split at spaces only,
     case-sensitive, no smoothing."""
-    return sacrebleu.BLEU(tokenize="none", smooth_method="none",
-                          force=True).corpus_score(hypotheses,
-                                                   [references]).score
+    return (
+        sacrebleu.BLEU(tokenize="none", smooth_method="none", force=True)
+        .corpus_score(hypotheses, [references])
+        .score
+    )
 
 
 def _moses_lang(lang):
@@ -71,8 +80,7 @@ def paper_tokenized(sentences, lang):
     from sacremoses import MosesTokenizer
 
     tokenizer = MosesTokenizer(lang=_moses_lang(lang))
-    return [split_compounds(tokenizer.tokenize(s, return_str=True))
-            for s in sentences]
+    return [split_compounds(tokenizer.tokenize(s, return_str=True)) for s in sentences]
 
 
 def literature_tokenized(sentences, lang):
@@ -91,13 +99,15 @@ def literature_tokenized(sentences, lang):
     # '."' into '".' (de, fr) spares a quote that ends the sentence, but
     # takes the newline for a character after it (val.de:656 and
     # test_2016_flickr.fr:694 end in '" .' there).
-    return [tokenizer.tokenize(normalizer.normalize(s.lower() + "\n"),
-                               return_str=True, escape=True)
-            for s in sentences]
+    return [
+        tokenizer.tokenize(
+            normalizer.normalize(s.lower() + "\n"), return_str=True, escape=True
+        )
+        for s in sentences
+    ]
 
 
-def score_translations(hypotheses, references, target_lang,
-                       bleu_metric=None):
+def score_translations(hypotheses, references, target_lang, bleu_metric=None):
     """A JSON-ready dict of scores of `hypotheses` against `references`;
     `bleu_metric`: sacreBLEU's (default: `sacrebleu_metric(target_lang)`)."""
     if bleu_metric is None:
@@ -112,13 +122,21 @@ def score_translations(hypotheses, references, target_lang,
         "sacrebleu_detail": str(bleu),
         "chrf": round(chrf.score, 2),
         "chrf_signature": str(chrf_metric.get_signature()),
-        "tokenized_bleu": round(multi_bleu(
-            paper_tokenized(hypotheses, target_lang),
-            paper_tokenized(references, target_lang)), 2),
+        "tokenized_bleu": round(
+            multi_bleu(
+                paper_tokenized(hypotheses, target_lang),
+                paper_tokenized(references, target_lang),
+            ),
+            2,
+        ),
         "tokenized_bleu_note": TOKENIZED_BLEU_NOTE,
-        "lc_tok_bleu": round(multi_bleu(
-            literature_tokenized(hypotheses, target_lang),
-            literature_tokenized(references, target_lang)), 2),
+        "lc_tok_bleu": round(
+            multi_bleu(
+                literature_tokenized(hypotheses, target_lang),
+                literature_tokenized(references, target_lang),
+            ),
+            2,
+        ),
         "lc_tok_bleu_note": LC_TOK_BLEU_NOTE,
     }
 
@@ -128,32 +146,39 @@ def format_scores(scores):
         from t2t_repro.parsing import format_parse_scores
 
         return format_parse_scores(scores)
-    return (f"sacreBLEU {scores['sacrebleu']:.2f} "
-            f"({scores['sacrebleu_signature']})\n"
-            f"chrF {scores['chrf']:.2f} ({scores['chrf_signature']})\n"
-            f"tokenized BLEU {scores['tokenized_bleu']:.2f} "
-            f"[{scores['tokenized_bleu_note']}]\n"
-            f"lowercased tokenized BLEU {scores['lc_tok_bleu']:.2f} "
-            f"[{scores['lc_tok_bleu_note']}]")
+    return (
+        f"sacreBLEU {scores['sacrebleu']:.2f} "
+        f"({scores['sacrebleu_signature']})\n"
+        f"chrF {scores['chrf']:.2f} ({scores['chrf_signature']})\n"
+        f"tokenized BLEU {scores['tokenized_bleu']:.2f} "
+        f"[{scores['tokenized_bleu_note']}]\n"
+        f"lowercased tokenized BLEU {scores['lc_tok_bleu']:.2f} "
+        f"[{scores['lc_tok_bleu_note']}]"
+    )
 
 
-def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(),
-                 progress=False):
+def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(), progress=False):
     """Translates a `Corpus` and returns (hypotheses, references, scores):
     sacreBLEU and friends, or EVALB's for a treebank."""
     # Before translating: a tokenizer that cannot work fails now, not after
     # the whole test set.
-    bleu_metric = None if corpus.trees_path else sacrebleu_metric(
-        corpus.target_lang, decoding.sacrebleu_tokenize)
+    bleu_metric = (
+        None
+        if corpus.trees_path
+        else sacrebleu_metric(corpus.target_lang, decoding.sacrebleu_tokenize)
+    )
     pairs = list(corpus.pairs().as_numpy_iterator())
     sources = [s.decode("utf-8") for s, _ in pairs]
     references = [t.decode("utf-8") for _, t in pairs]
     hypotheses = Translator(model, tokenizer, decoding).translate(
-        sources, progress=progress)
+        sources, progress=progress
+    )
     if corpus.trees_path:
         from t2t_repro.parsing import score_parses
 
-        return hypotheses, references, score_parses(hypotheses,
-                                                    corpus.trees)
-    return hypotheses, references, score_translations(
-        hypotheses, references, corpus.target_lang, bleu_metric)
+        return hypotheses, references, score_parses(hypotheses, corpus.trees)
+    return (
+        hypotheses,
+        references,
+        score_translations(hypotheses, references, corpus.target_lang, bleu_metric),
+    )

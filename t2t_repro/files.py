@@ -25,8 +25,9 @@ def write_atomically(path, data):
     and a rename, so a kill never leaves half a file under `path`."""
     tf.io.gfile.makedirs(os.path.dirname(path) or ".")
     temporary = path + ".tmp"
-    with tf.io.gfile.GFile(temporary, "wb" if isinstance(data, bytes)
-                           else "w") as handle:
+    with tf.io.gfile.GFile(
+        temporary, "wb" if isinstance(data, bytes) else "w"
+    ) as handle:
         handle.write(data)
     tf.io.gfile.rename(temporary, path, overwrite=True)
 
@@ -107,8 +108,9 @@ def directory_written_whole(destination, replace=False):
         raise FileExistsError(f"{destination} exists")
     _remove_dead_writers_partials(destination)
     parent, prefix = _partial_prefix(destination)
-    partial = os.path.join(parent, f"{prefix}{socket.gethostname()}-"
-                           f"{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    partial = os.path.join(
+        parent, f"{prefix}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    )
     tf.io.gfile.makedirs(partial)
     lock = None
     if _is_local(partial):
@@ -123,8 +125,9 @@ def directory_written_whole(destination, replace=False):
                     os.remove(lock.name)
             if tf.io.gfile.exists(destination):
                 if not replace:
-                    raise FileExistsError(f"{destination} exists: written "
-                                          "by another process meanwhile")
+                    raise FileExistsError(
+                        f"{destination} exists: written by another process meanwhile"
+                    )
                 old = partial + ".old"
                 tf.io.gfile.rename(destination, old)
                 tf.io.gfile.rename(partial, destination)
@@ -143,8 +146,11 @@ def file_error_cause(error):
     without the op's function and name: e.g. 'PATH; No space left on
     device'."""
     text = (getattr(error, "message", None) or str(error)).strip()
-    text = re.sub(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]", "",
-                  text.splitlines()[-1] if text else "")
+    text = re.sub(
+        r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]",
+        "",
+        text.splitlines()[-1] if text else "",
+    )
     return text or type(error).__name__
 
 

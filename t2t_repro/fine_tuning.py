@@ -27,8 +27,9 @@ def source_of(init_from):
     source = RunDir(init_from)
     checkpoint = source.latest_checkpoint()
     if checkpoint is None:
-        raise FileNotFoundError(f"{init_from}: no checkpoint found (give a "
-                                "run directory or RUN/ckpt-STEP)")
+        raise FileNotFoundError(
+            f"{init_from}: no checkpoint found (give a run directory or RUN/ckpt-STEP)"
+        )
     return source, checkpoint
 
 
@@ -47,14 +48,18 @@ def initialize(trainer, checkpoint, optimizer_slots=False):
     step, and so the learning-rate schedule, stay at 0."""
     try:
         model_checkpoint(trainer.model).restore(
-            checkpoint).expect_partial().assert_existing_objects_matched()
+            checkpoint
+        ).expect_partial().assert_existing_objects_matched()
         if optimizer_slots:
             tf.train.Checkpoint(optimizer=trainer.optimizer).restore(
-                checkpoint).expect_partial().assert_existing_objects_matched()
+                checkpoint
+            ).expect_partial().assert_existing_objects_matched()
             trainer.optimizer.iterations.assign(0)
     except (AssertionError, ValueError, tf.errors.OpError) as error:
         first_line = str(error).strip().splitlines()[0]
         raise ConfigError(f"--init_from={checkpoint}: {first_line}") from None
-    logging.info("initialized from %s (%s)", checkpoint,
-                 "weights and Adam moments" if optimizer_slots else
-                 "weights; a fresh optimizer")
+    logging.info(
+        "initialized from %s (%s)",
+        checkpoint,
+        "weights and Adam moments" if optimizer_slots else "weights; a fresh optimizer",
+    )

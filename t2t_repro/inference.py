@@ -22,8 +22,7 @@ from t2t_repro.config import BOS_ID, PAD_ID, ConfigError, DecodingOptions
 from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import tokenize_sources
 from t2t_repro.decoding.beam_search import length_penalty
-from t2t_repro.decoding.decoders import (best_translation_fn,
-                                         n_best_translations)
+from t2t_repro.decoding.decoders import best_translation_fn, n_best_translations
 from t2t_repro.layers.masks import sequence_lengths
 
 
@@ -79,45 +78,55 @@ class TranslationGraph(tf.Module):
         self.model_variables = [v.value for v in model.variables]
         self.max_length = model.config.max_length
         # Variables, so that a loaded export can be asked what it is.
-        self.compute_dtype = tf.Variable(model.compute_dtype, trainable=False,
-                                         name="compute_dtype")
+        self.compute_dtype = tf.Variable(
+            model.compute_dtype, trainable=False, name="compute_dtype"
+        )
         self.tokenizer = tokenizer
-        self.boundaries = tf.constant(bucket_boundaries(self.max_length),
-                                      tf.int32)
+        self.boundaries = tf.constant(bucket_boundaries(self.max_length), tf.int32)
         self.max_batch_sentences = tf.Variable(
-            decoding.max_batch_sentences, trainable=False,
-            name="max_batch_sentences")
+            decoding.max_batch_sentences, trainable=False, name="max_batch_sentences"
+        )
         self.limits = limits
         if limits is not None:
             self.max_beam_size = tf.Variable(
-                limits.max_beam_size, trainable=False, name="max_beam_size")
+                limits.max_beam_size, trainable=False, name="max_beam_size"
+            )
             self.max_sentence_bytes = tf.Variable(
-                limits.max_sentence_bytes, trainable=False, dtype=tf.int64,
-                name="max_sentence_bytes")
+                limits.max_sentence_bytes,
+                trainable=False,
+                dtype=tf.int64,
+                name="max_sentence_bytes",
+            )
             self.max_request_bytes = tf.Variable(
-                limits.max_request_bytes, trainable=False, dtype=tf.int64,
-                name="max_request_bytes")
-            self.max_alpha = tf.Variable(limits.max_alpha, trainable=False,
-                                         dtype=tf.float32, name="max_alpha")
+                limits.max_request_bytes,
+                trainable=False,
+                dtype=tf.int64,
+                name="max_request_bytes",
+            )
+            self.max_alpha = tf.Variable(
+                limits.max_alpha, trainable=False, dtype=tf.float32, name="max_alpha"
+            )
         # `(ids [batch, length], scores [batch])` of bucket-padded ids.
         self.decode_ids = tf.function(best_translation_fn(model, decoding))
         self._n_best = tf.function(
-            lambda ids, k, a: n_best_translations(model, ids, k, a,
-                                                  decoding))
+            lambda ids, k, a: n_best_translations(model, ids, k, a, decoding)
+        )
         self._target_log_probs = tf.function(
-            lambda source, target: target_log_probs(model, source, target))
+            lambda source, target: target_log_probs(model, source, target)
+        )
 
     def source_ids(self, inputs):
         """(ids, truncated) of a request: tokenized and padded to a training
         bucket's length (an XLA decoder then compiles a few shapes, not one
         per input length), and which inputs were cut to max_length."""
-        ids, truncated = tokenize_sources(self.tokenizer, inputs,
-                                          self.max_length)
+        ids, truncated = tokenize_sources(self.tokenizer, inputs, self.max_length)
         width = tf.shape(ids)[1]
-        bucket = tf.gather(self.boundaries, tf.reduce_min(
-            tf.where(self.boundaries >= width)))
-        return tf.pad(ids, [[0, 0], [0, bucket - width]],
-                      constant_values=PAD_ID), truncated
+        bucket = tf.gather(
+            self.boundaries, tf.reduce_min(tf.where(self.boundaries >= width))
+        )
+        return tf.pad(
+            ids, [[0, 0], [0, bucket - width]], constant_values=PAD_ID
+        ), truncated
 
     def _admitted(self, texts, beam_size=None, alpha=None):
         """`texts` ({"inputs": ..., "targets": ...}, string tensors
@@ -128,19 +137,32 @@ class TranslationGraph(tf.Module):
         batch = tf.size(texts["inputs"])
         # (condition, message) pairs, checked in this order: the first a
         # request fails is the one reported.
-        conditions = [(batch <= self.max_batch_sentences,
-                       lambda: tf.strings.format(
-                           "too many sentences in one request ({} > "
-                           "max_batch_sentences={}); split it",
-                           (batch, self.max_batch_sentences)))]
+        conditions = [
+            (
+                batch <= self.max_batch_sentences,
+                lambda: tf.strings.format(
+                    "too many sentences in one request ({} > "
+                    "max_batch_sentences={}); split it",
+                    (batch, self.max_batch_sentences),
+                ),
+            )
+        ]
         if beam_size is not None:
-            conditions.append((beam_size >= 1, lambda: tf.strings.format(
-                "beam_size {} must be >= 1", beam_size)))
+            conditions.append(
+                (
+                    beam_size >= 1,
+                    lambda: tf.strings.format("beam_size {} must be >= 1", beam_size),
+                )
+            )
         if alpha is not None:
-            conditions.append((
-                tf.math.is_finite(alpha) & (alpha >= 0),
-                lambda: tf.strings.format("alpha {} must be finite and >= 0",
-                                          alpha)))
+            conditions.append(
+                (
+                    tf.math.is_finite(alpha) & (alpha >= 0),
+                    lambda: tf.strings.format(
+                        "alpha {} must be finite and >= 0", alpha
+                    ),
+                )
+            )
         if self.limits is not None:
             conditions += self._limit_conditions(texts, beam_size, alpha)
         check = tf.no_op()
@@ -154,26 +176,45 @@ class TranslationGraph(tf.Module):
         """(condition, message) pairs of `limits`. Messages name the flag
         (t2t-export's) and avoid apostrophes and string arguments, which
         tf.Assert and tf.strings.format would print quoted."""
-        lengths = {name: tf.cast(tf.strings.length(text, unit="BYTE"),
-                                 tf.int64) for name, text in texts.items()}
-        conditions = [self._sentence_bytes_condition(name, length)
-                      for name, length in lengths.items()]
-        total = tf.add_n([tf.reduce_sum(length)
-                          for length in lengths.values()])
-        conditions.append((
-            total <= self.max_request_bytes, lambda: tf.strings.format(
-                "the request has {} bytes of strings, over the export limit "
-                "max_request_bytes={}", (total, self.max_request_bytes))))
+        lengths = {
+            name: tf.cast(tf.strings.length(text, unit="BYTE"), tf.int64)
+            for name, text in texts.items()
+        }
+        conditions = [
+            self._sentence_bytes_condition(name, length)
+            for name, length in lengths.items()
+        ]
+        total = tf.add_n([tf.reduce_sum(length) for length in lengths.values()])
+        conditions.append(
+            (
+                total <= self.max_request_bytes,
+                lambda: tf.strings.format(
+                    "the request has {} bytes of strings, over the export limit "
+                    "max_request_bytes={}",
+                    (total, self.max_request_bytes),
+                ),
+            )
+        )
         if beam_size is not None:
-            conditions.append((
-                beam_size <= self.max_beam_size, lambda: tf.strings.format(
-                    "beam_size {} is over the export limit max_beam_size={}",
-                    (beam_size, self.max_beam_size))))
+            conditions.append(
+                (
+                    beam_size <= self.max_beam_size,
+                    lambda: tf.strings.format(
+                        "beam_size {} is over the export limit max_beam_size={}",
+                        (beam_size, self.max_beam_size),
+                    ),
+                )
+            )
         if alpha is not None:
-            conditions.append((
-                alpha <= self.max_alpha, lambda: tf.strings.format(
-                    "alpha {} is over the export limit max_alpha={}",
-                    (alpha, self.max_alpha))))
+            conditions.append(
+                (
+                    alpha <= self.max_alpha,
+                    lambda: tf.strings.format(
+                        "alpha {} is over the export limit max_alpha={}",
+                        (alpha, self.max_alpha),
+                    ),
+                )
+            )
         return conditions
 
     def _sentence_bytes_condition(self, name, lengths):
@@ -182,74 +223,106 @@ class TranslationGraph(tf.Module):
         def message():
             first = tf.where(over)[0, 0]
             return tf.strings.format(
-                name + "[{}] is {} bytes, over the export limit "
-                "max_sentence_bytes={}",
-                (first, lengths[first], self.max_sentence_bytes))
+                name + "[{}] is {} bytes, over the export limit max_sentence_bytes={}",
+                (first, lengths[first], self.max_sentence_bytes),
+            )
 
         return ~tf.reduce_any(over), message
 
     def _detokenize(self, ids):
         return self.tokenizer.detokenize(
-            tf.RaggedTensor.from_tensor(ids, padding=PAD_ID))
+            tf.RaggedTensor.from_tensor(ids, padding=PAD_ID)
+        )
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string,
-                                                name="inputs")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
     def serve(self, inputs):
-        source, truncated = self.source_ids(self._admitted(
-            {"inputs": inputs})["inputs"])
+        source, truncated = self.source_ids(
+            self._admitted({"inputs": inputs})["inputs"]
+        )
         cut = tf.reduce_sum(tf.cast(truncated, tf.int32))
         if cut > 0:
-            tf.print("t2t_repro:", cut, "of", tf.size(inputs), "inputs had "
-                     "more than", self.max_length, "subword tokens and were "
-                     "truncated", output_stream=sys.stderr)
+            tf.print(
+                "t2t_repro:",
+                cut,
+                "of",
+                tf.size(inputs),
+                "inputs had more than",
+                self.max_length,
+                "subword tokens and were truncated",
+                output_stream=sys.stderr,
+            )
         ids, scores = self.decode_ids(source)
-        return {"translations": self._detokenize(ids), "scores": scores,
-                "truncated": truncated}
+        return {
+            "translations": self._detokenize(ids),
+            "scores": scores,
+            "truncated": truncated,
+        }
 
-    @tf.function(input_signature=[
-        tf.TensorSpec([None], tf.string, name="inputs"),
-        tf.TensorSpec([], tf.int32, name="beam_size"),
-        tf.TensorSpec([], tf.float32, name="alpha")])
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="inputs"),
+            tf.TensorSpec([], tf.int32, name="beam_size"),
+            tf.TensorSpec([], tf.float32, name="alpha"),
+        ]
+    )
     def translate(self, inputs, beam_size, alpha):
-        source, truncated = self.source_ids(self._admitted(
-            {"inputs": inputs}, beam_size, alpha)["inputs"])
+        source, truncated = self.source_ids(
+            self._admitted({"inputs": inputs}, beam_size, alpha)["inputs"]
+        )
         ids, scores = self._n_best(source, beam_size, alpha)
         batch = tf.shape(ids)[0]
         texts = self._detokenize(tf.reshape(ids, [batch * beam_size, -1]))
-        return {"translations": tf.reshape(texts, [batch, beam_size]),
-                "scores": scores, "truncated": truncated}
+        return {
+            "translations": tf.reshape(texts, [batch, beam_size]),
+            "scores": scores,
+            "truncated": truncated,
+        }
 
-    @tf.function(input_signature=[
-        tf.TensorSpec([None], tf.string, name="inputs"),
-        tf.TensorSpec([None], tf.string, name="targets"),
-        tf.TensorSpec([], tf.float32, name="alpha")])
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="inputs"),
+            tf.TensorSpec([None], tf.string, name="targets"),
+            tf.TensorSpec([], tf.float32, name="alpha"),
+        ]
+    )
     def score(self, inputs, targets, alpha):
-        with tf.control_dependencies([tf.debugging.assert_equal(
-                tf.size(inputs), tf.size(targets),
-                message="as many targets as inputs, please")]):
-            texts = self._admitted({"inputs": inputs, "targets": targets},
-                                   alpha=alpha)
+        with tf.control_dependencies(
+            [
+                tf.debugging.assert_equal(
+                    tf.size(inputs),
+                    tf.size(targets),
+                    message="as many targets as inputs, please",
+                )
+            ]
+        ):
+            texts = self._admitted({"inputs": inputs, "targets": targets}, alpha=alpha)
         source, source_truncated = self.source_ids(texts["inputs"])
         # Cut like a source (and like --overlong=truncate in training):
         # a learned position table has no row past max_length.
         target, target_truncated = tokenize_sources(
-            self.tokenizer, texts["targets"], self.max_length)
+            self.tokenizer, texts["targets"], self.max_length
+        )
         log_probs = self._target_log_probs(source, target)
         tokens = sequence_lengths(target)
-        return {"log_probs": log_probs, "target_tokens": tokens,
-                "scores": log_probs / length_penalty(tokens, alpha),
-                "truncated": source_truncated | target_truncated}
+        return {
+            "log_probs": log_probs,
+            "target_tokens": tokens,
+            "scores": log_probs / length_penalty(tokens, alpha),
+            "truncated": source_truncated | target_truncated,
+        }
 
     def signatures(self):
-        return {"serving_default": self.serve, "translate": self.translate,
-                "score": self.score}
+        return {
+            "serving_default": self.serve,
+            "translate": self.translate,
+            "score": self.score,
+        }
 
 
 def _refuse_unless(ok, message):
     """An op failing with InvalidArgument, `message()` (a scalar string
     tensor, built only then), unless `ok`."""
-    return tf.cond(ok, tf.no_op,
-                   lambda: tf.debugging.Assert(False, [message()]))
+    return tf.cond(ok, tf.no_op, lambda: tf.debugging.Assert(False, [message()]))
 
 
 def target_log_probs(model, source_ids, target_ids):
@@ -258,12 +331,13 @@ def target_log_probs(model, source_ids, target_ids):
     its last token, as in training), summed over the non-PAD tokens of
     `target_ids` (int32 `[batch, length]`, EOS included)."""
     target_input = tf.concat(
-        [tf.fill([tf.shape(target_ids)[0], 1], BOS_ID), target_ids[:, :-1]],
-        axis=1)
+        [tf.fill([tf.shape(target_ids)[0], 1], BOS_ID), target_ids[:, :-1]], axis=1
+    )
     logits = model((source_ids, target_input), training=False)
     # The fused op never materialises the [batch, length, vocab] log-probs.
     token_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        target_ids, tf.cast(logits, tf.float32))
+        target_ids, tf.cast(logits, tf.float32)
+    )
     real = tf.cast(target_ids != PAD_ID, tf.float32)
     return -tf.reduce_sum(token_losses * real, axis=1)
 
@@ -281,8 +355,15 @@ class Progress:
         initial: items done before (by an interrupted run being resumed).
     """
 
-    def __init__(self, total, verb="translated", unit="sentences", initial=0,
-                 interval=30.0, stream=None):
+    def __init__(
+        self,
+        total,
+        verb="translated",
+        unit="sentences",
+        initial=0,
+        interval=30.0,
+        stream=None,
+    ):
         self.total, self.verb, self.unit = total, verb, unit
         self.done = self.initial = initial
         self.interval = interval
@@ -296,8 +377,13 @@ class Progress:
             # the translations go.
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=initial, desc=verb,
-                            unit=f" {unit}", file=self.stream)
+            self.bar = tqdm(
+                total=total,
+                initial=initial,
+                desc=verb,
+                unit=f" {unit}",
+                file=self.stream,
+            )
 
     def update(self, count):
         """`count` more items done; closes when all `total` are."""
@@ -318,8 +404,7 @@ class Progress:
             text += f"/{self.total}"
         text += f" {self.unit}, {rate:.1f}/s"
         if self.total is not None and self.done < self.total and rate > 0:
-            eta = datetime.timedelta(
-                seconds=round((self.total - self.done) / rate))
+            eta = datetime.timedelta(seconds=round((self.total - self.done) / rate))
             text += f", ETA {eta}"
         print(text, file=self.stream, flush=True)
 
@@ -333,12 +418,18 @@ class Progress:
             self._print_line()
 
 
-def warn_truncated(count, total, what="inputs", consequence="their "
-                   "translations cover only the start"):
+def warn_truncated(
+    count, total, what="inputs", consequence="their translations cover only the start"
+):
     if count:
-        logging.warning("%d of %d %s had more subword tokens than the "
-                        "model's max_length and were truncated (%s)", count,
-                        total, what, consequence)
+        logging.warning(
+            "%d of %d %s had more subword tokens than the "
+            "model's max_length and were truncated (%s)",
+            count,
+            total,
+            what,
+            consequence,
+        )
 
 
 def batches_by_length(lengths, batch_tokens, max_sentences):
@@ -348,8 +439,9 @@ def batches_by_length(lengths, batch_tokens, max_sentences):
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batch, width = [], 0
     for index in order:
-        if batch and ((len(batch) + 1) * width > batch_tokens or
-                      len(batch) == max_sentences):
+        if batch and (
+            (len(batch) + 1) * width > batch_tokens or len(batch) == max_sentences
+        ):
             yield batch
             batch = []
         if not batch:
@@ -359,8 +451,7 @@ def batches_by_length(lengths, batch_tokens, max_sentences):
         yield batch
 
 
-def in_order_by_length(lengths, batch_tokens, max_sentences, process,
-                       progress=None):
+def in_order_by_length(lengths, batch_tokens, max_sentences, process, progress=None):
     """(results, truncated) of `process(indices)` run on batches of items
     of similar `lengths` (`batches_by_length`), which returns one result
     per index and how many of its items were truncated: the results in
@@ -386,12 +477,17 @@ def _n_best_outputs(translate, sentences, decoding, n_best):
     """(translations `[batch, n_best]`, scores, truncated `[batch]`) from a
     `translate` signature (see `TranslationGraph`)."""
     outputs = translate(
-        inputs=sentences, beam_size=tf.constant(decoding.beam_size),
-        alpha=tf.constant(decoding.alpha, tf.float32))
+        inputs=sentences,
+        beam_size=tf.constant(decoding.beam_size),
+        alpha=tf.constant(decoding.alpha, tf.float32),
+    )
     # Exports older than the `truncated` output: nothing reported.
     truncated = outputs.get("truncated", tf.zeros([0], tf.bool))
-    return (outputs["translations"][:, :n_best],
-            outputs["scores"][:, :n_best], truncated)
+    return (
+        outputs["translations"][:, :n_best],
+        outputs["scores"][:, :n_best],
+        truncated,
+    )
 
 
 class _BatchingTranslator:
@@ -424,6 +520,7 @@ class _BatchingTranslator:
         longer than the model's max_length and cut (keeping EOS). With
         `n_best` 1, the decoder of `DecodingOptions` (XLA, greedy for beam
         size 1) runs. Advances `progress`, a `Progress`, per batch."""
+
         def process(batch):
             inputs = tf.constant([sentences[i] for i in batch], tf.string)
             if n_best == 1:
@@ -431,16 +528,24 @@ class _BatchingTranslator:
                 texts, scores = texts[:, tf.newaxis], scores[:, tf.newaxis]
             else:
                 texts, scores, truncated = self._n_best_batch(inputs, n_best)
-            return ([[(text.decode("utf-8"), float(score))
-                      for text, score in zip(row_texts, row_scores)]
-                     for row_texts, row_scores in zip(texts.numpy(),
-                                                      scores.numpy())],
-                    _count_true(truncated))
+            return (
+                [
+                    [
+                        (text.decode("utf-8"), float(score))
+                        for text, score in zip(row_texts, row_scores)
+                    ]
+                    for row_texts, row_scores in zip(texts.numpy(), scores.numpy())
+                ],
+                _count_true(truncated),
+            )
 
         return in_order_by_length(
             [len(s.split()) + 1 for s in sentences],
-            self.decoding.batch_tokens, self._max_batch_sentences(), process,
-            progress)
+            self.decoding.batch_tokens,
+            self._max_batch_sentences(),
+            process,
+            progress,
+        )
 
     def translate_with_scores(self, sentences, progress=False):
         """(translations, scores) of `sentences` (a list of str), in order.
@@ -449,7 +554,8 @@ class _BatchingTranslator:
         the model's max_length are cut (keeping EOS); how many is logged.
         """
         results, truncated = self.translate_n_best(
-            sentences, progress=Progress(len(sentences)) if progress else None)
+            sentences, progress=Progress(len(sentences)) if progress else None
+        )
         warn_truncated(truncated, len(sentences))
         best = [n_best[0] for n_best in results]
         return [text for text, _ in best], [score for _, score in best]
@@ -482,12 +588,10 @@ class Translator(_BatchingTranslator):
 
     def _translate_batch(self, sentences):
         outputs = self.graph.serve(sentences)
-        return (outputs["translations"], outputs["scores"],
-                outputs["truncated"])
+        return (outputs["translations"], outputs["scores"], outputs["truncated"])
 
     def _n_best_batch(self, sentences, n_best):
-        return _n_best_outputs(self.graph.translate, sentences, self.decoding,
-                               n_best)
+        return _n_best_outputs(self.graph.translate, sentences, self.decoding, n_best)
 
 
 def load_export(path):
@@ -497,8 +601,7 @@ def load_export(path):
     import tensorflow_text  # noqa: F401  registers the SentencePiece ops
 
     if not tf.saved_model.contains_saved_model(path):
-        raise FileNotFoundError(f"{path}: no SavedModel there (no "
-                                "saved_model.pb)")
+        raise FileNotFoundError(f"{path}: no SavedModel there (no saved_model.pb)")
     loaded = tf.saved_model.load(path)
     cap = getattr(loaded, "max_batch_sentences", None)
     return loaded, None if cap is None else int(cap.numpy())
@@ -513,14 +616,16 @@ def check_export_limits(loaded, path, alpha, beam_size=None):
     over = []
     max_beam_size = int(loaded.max_beam_size.numpy())
     if beam_size is not None and beam_size > max_beam_size:
-        over.append(f"--beam_size={beam_size} is over its max_beam_size="
-                    f"{max_beam_size}")
+        over.append(
+            f"--beam_size={beam_size} is over its max_beam_size={max_beam_size}"
+        )
     max_alpha = float(loaded.max_alpha.numpy())
     if alpha > max_alpha:
         over.append(f"--alpha={alpha:g} is over its max_alpha={max_alpha:g}")
     if over:
-        raise ConfigError(f"{path}: {' and '.join(over)} (set by t2t-export's "
-                          "flags of those names)")
+        raise ConfigError(
+            f"{path}: {' and '.join(over)} (set by t2t-export's flags of those names)"
+        )
 
 
 class SavedModelTranslator(_BatchingTranslator):
@@ -536,16 +641,14 @@ class SavedModelTranslator(_BatchingTranslator):
         self.max_sentence_bytes = None if limit is None else int(limit.numpy())
 
     def _max_batch_sentences(self):
-        return min(filter(None, [self.decoding.max_batch_sentences,
-                                 self._export_cap]))
+        return min(filter(None, [self.decoding.max_batch_sentences, self._export_cap]))
 
     def _translate_batch(self, sentences):
         texts, scores, truncated = self._n_best_batch(sentences, 1)
         return texts[:, 0], scores[:, 0], truncated
 
     def _n_best_batch(self, sentences, n_best):
-        return _n_best_outputs(self._signature, sentences, self.decoding,
-                               n_best)
+        return _n_best_outputs(self._signature, sentences, self.decoding, n_best)
 
 
 class PairScore(NamedTuple):
@@ -573,8 +676,8 @@ class Scorer:
         self.graph = graph
         self.decoding = decoding
         self.max_batch_sentences = min(
-            decoding.max_batch_sentences,
-            int(graph.max_batch_sentences.numpy()))
+            decoding.max_batch_sentences, int(graph.max_batch_sentences.numpy())
+        )
 
     @classmethod
     def from_model(cls, model, tokenizer, decoding=DecodingOptions()):
@@ -584,9 +687,11 @@ class Scorer:
     def from_saved_model(cls, path, decoding=DecodingOptions()):
         loaded, _ = load_export(path)
         if not hasattr(loaded, "score"):
-            raise ConfigError(f"{path}: exported before t2t-score "
-                              "existed (no score signature); export the run "
-                              "again, or score with --model_dir")
+            raise ConfigError(
+                f"{path}: exported before t2t-score "
+                "existed (no score signature); export the run "
+                "again, or score with --model_dir"
+            )
         check_export_limits(loaded, path, decoding.alpha)
         return cls(loaded, decoding)
 
@@ -596,19 +701,34 @@ class Scorer:
         pairs had a side longer than the model's max_length, cut (keeping
         EOS) before scoring. Advances `progress`, a `Progress`, per
         batch."""
+
         def process(batch):
             outputs = self.graph.score(
                 inputs=tf.constant([sources[i] for i in batch], tf.string),
                 targets=tf.constant([targets[i] for i in batch], tf.string),
-                alpha=tf.constant(self.decoding.alpha, tf.float32))
-            columns = zip(outputs["log_probs"].numpy().tolist(),
-                          outputs["target_tokens"].numpy().tolist(),
-                          outputs["scores"].numpy().tolist())
-            return ([PairScore(log_prob, tokens, log_prob / tokens, score)
-                     for log_prob, tokens, score in columns],
-                    _count_true(outputs["truncated"]))
+                alpha=tf.constant(self.decoding.alpha, tf.float32),
+            )
+            columns = zip(
+                outputs["log_probs"].numpy().tolist(),
+                outputs["target_tokens"].numpy().tolist(),
+                outputs["scores"].numpy().tolist(),
+            )
+            return (
+                [
+                    PairScore(log_prob, tokens, log_prob / tokens, score)
+                    for log_prob, tokens, score in columns
+                ],
+                _count_true(outputs["truncated"]),
+            )
 
-        lengths = [max(len(source.split()), len(target.split())) + 1
-                   for source, target in zip(sources, targets)]
-        return in_order_by_length(lengths, self.decoding.batch_tokens,
-                                  self.max_batch_sentences, process, progress)
+        lengths = [
+            max(len(source.split()), len(target.split())) + 1
+            for source, target in zip(sources, targets)
+        ]
+        return in_order_by_length(
+            lengths,
+            self.decoding.batch_tokens,
+            self.max_batch_sentences,
+            process,
+            progress,
+        )

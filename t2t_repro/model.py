@@ -8,10 +8,9 @@ import tensorflow as tf
 from t2t_repro import layers
 from t2t_repro.config import PAD_ID, TransformerConfig
 from t2t_repro.layers.dropout import Dropout
-from t2t_repro.layers.layer_normalization import LayerNormalization
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
-from t2t_repro.layers.masks import (causal_mask, padding_mask,
-                                    positions_up_to)
+from t2t_repro.layers.layer_normalization import LayerNormalization
+from t2t_repro.layers.masks import causal_mask, padding_mask, positions_up_to
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -46,30 +45,44 @@ class Transformer(keras.Model):
         self.config = config
         c = config
         self.embedding = layers.SharedEmbedding(
-            c.vocab_size, c.d_model, name="shared_embedding")
+            c.vocab_size, c.d_model, name="shared_embedding"
+        )
         if c.position_encoding == "learned":
             self.position_encoding = layers.LearnedPositionEncoding(
-                c.max_length, name="position_encoding")
+                c.max_length, name="position_encoding"
+            )
         else:
             self.position_encoding = layers.SinusoidalPositionEncoding(
-                name="position_encoding")
+                name="position_encoding"
+            )
         self.embedding_dropout = Dropout(c.dropout)
         key_dim, value_dim = c.head_dims
-        sizes = dict(d_model=c.d_model, num_heads=c.num_heads, d_ff=c.d_ff,
-                     key_dim=key_dim, value_dim=value_dim, dropout=c.dropout,
-                     attention_dropout=c.attention_dropout,
-                     relu_dropout=c.relu_dropout, pre_norm=c.pre_norm)
+        sizes = dict(
+            d_model=c.d_model,
+            num_heads=c.num_heads,
+            d_ff=c.d_ff,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            dropout=c.dropout,
+            attention_dropout=c.attention_dropout,
+            relu_dropout=c.relu_dropout,
+            pre_norm=c.pre_norm,
+        )
         self.encoder_layers = [
             layers.EncoderLayer(**sizes, name=f"encoder_layer_{i}")
-            for i in range(c.num_encoder_layers)]
+            for i in range(c.num_encoder_layers)
+        ]
         self.decoder_layers = [
             layers.DecoderLayer(**sizes, name=f"decoder_layer_{i}")
-            for i in range(c.num_decoder_layers)]
+            for i in range(c.num_decoder_layers)
+        ]
         if c.pre_norm:
             self.encoder_norm = LayerNormalization(
-                epsilon=LAYER_NORM_EPSILON, name="encoder_norm")
+                epsilon=LAYER_NORM_EPSILON, name="encoder_norm"
+            )
             self.decoder_norm = LayerNormalization(
-                epsilon=LAYER_NORM_EPSILON, name="decoder_norm")
+                epsilon=LAYER_NORM_EPSILON, name="decoder_norm"
+            )
         self.build_model()
 
     def build_model(self):
@@ -86,8 +99,7 @@ class Transformer(keras.Model):
         x = x + self.position_encoding(x, start_index=start_index)
         return self.embedding_dropout(x, training=training)
 
-    def encode(self, source_ids, training=None,
-               return_attention_scores=False):
+    def encode(self, source_ids, training=None, return_attention_scores=False):
         """Returns the encoder output `[batch, source_length, d_model]`.
 
         With `return_attention_scores`, also the list of per-layer
@@ -97,17 +109,24 @@ class Transformer(keras.Model):
         x = self.embed(source_ids, training=training)
         all_weights = []
         for layer in self.encoder_layers:
-            x, weights = layer(x, attention_mask=mask, training=training,
-                               return_attention_scores=True)
+            x, weights = layer(
+                x, attention_mask=mask, training=training, return_attention_scores=True
+            )
             all_weights.append(weights)
         x = self._final_norm("encoder_norm", x)
         if return_attention_scores:
             return x, all_weights
         return x
 
-    def decode(self, target_input_ids, encoder_output, source_ids,
-               training=None, return_attention_scores=False,
-               float32_logits=True):
+    def decode(
+        self,
+        target_input_ids,
+        encoder_output,
+        source_ids,
+        training=None,
+        return_attention_scores=False,
+        float32_logits=True,
+    ):
         """Teacher-forced decoder: logits `[batch, target_length, vocab]`.
 
         With `return_attention_scores`, also a list (one per layer) of
@@ -119,12 +138,17 @@ class Transformer(keras.Model):
         all_weights = []
         for layer in self.decoder_layers:
             x, weights = layer(
-                x, encoder_output, self_attention_mask=self_mask,
-                cross_attention_mask=cross_mask, training=training,
-                return_attention_scores=True)
+                x,
+                encoder_output,
+                self_attention_mask=self_mask,
+                cross_attention_mask=cross_mask,
+                training=training,
+                return_attention_scores=True,
+            )
             all_weights.append(weights)
         logits = self.embedding.project(
-            self._final_norm("decoder_norm", x), float32_logits)
+            self._final_norm("decoder_norm", x), float32_logits
+        )
         if return_attention_scores:
             return logits, all_weights
         return logits
@@ -132,8 +156,13 @@ class Transformer(keras.Model):
     def call(self, inputs, training=None, float32_logits=True):
         source_ids, target_input_ids = inputs
         encoder_output = self.encode(source_ids, training=training)
-        return self.decode(target_input_ids, encoder_output, source_ids,
-                           training=training, float32_logits=float32_logits)
+        return self.decode(
+            target_input_ids,
+            encoder_output,
+            source_ids,
+            training=training,
+            float32_logits=float32_logits,
+        )
 
     @property
     def max_positions(self):
@@ -160,19 +189,24 @@ class Transformer(keras.Model):
         never restacks them.
         """
         encoder_output = self.encode(source_ids, training=False)
-        cross = tuple(layer.cross_attention.compute_cache(encoder_output)
-                      for layer in self.decoder_layers)
+        cross = tuple(
+            layer.cross_attention.compute_cache(encoder_output)
+            for layer in self.decoder_layers
+        )
         rows = tf.shape(source_ids)[0] * beams
         heads = self.config.num_heads
         length = 0 if buffer_length is None else buffer_length
         return {
             "self": tuple(
-                tuple(tf.zeros([rows, heads, length, depth],
-                               encoder_output.dtype)
-                      for depth in self.config.head_dims)
-                for _ in self.decoder_layers),
+                tuple(
+                    tf.zeros([rows, heads, length, depth], encoder_output.dtype)
+                    for depth in self.config.head_dims
+                )
+                for _ in self.decoder_layers
+            ),
             "cross": cross,
-            "source_mask": padding_mask(source_ids)}
+            "source_mask": padding_mask(source_ids),
+        }
 
     def decode_step(self, token_ids, index, cache, buffered=False):
         """Decodes position `index` given the token there.
@@ -189,17 +223,20 @@ class Transformer(keras.Model):
         x = self.embed(token_ids, start_index=index, training=False)
         self_mask = None  # a growing cache holds only positions <= index
         if buffered:
-            self_mask = positions_up_to(index,
-                                        tf.shape(cache["self"][0][0])[2])
+            self_mask = positions_up_to(index, tf.shape(cache["self"][0][0])[2])
         new_self_cache = []
         for layer, self_cache, cross_cache in zip(
-                self.decoder_layers, cache["self"], cache["cross"]):
+            self.decoder_layers, cache["self"], cache["cross"]
+        ):
             x, layer_cache = layer(
-                x, self_attention_mask=self_mask,
+                x,
+                self_attention_mask=self_mask,
                 cross_attention_mask=cache["source_mask"],
                 self_attention_cache=self_cache,
                 cache_update_index=index if buffered else None,
-                cross_attention_cache=cross_cache, training=False)
+                cross_attention_cache=cross_cache,
+                training=False,
+            )
             new_self_cache.append(layer_cache)
         logits = self.embedding.project(self._final_norm("decoder_norm", x))
         return logits[:, 0], {**cache, "self": tuple(new_self_cache)}
@@ -208,9 +245,11 @@ class Transformer(keras.Model):
     def grow_decode_buffers(cache, buffer_length):
         """A `start_decoding(..., buffer_length=n)` state with its buffers
         zero-padded to `buffer_length` >= n positions."""
+
         def grow(buffer):
             missing = buffer_length - tf.shape(buffer)[2]
             return tf.pad(buffer, [[0, 0], [0, 0], [0, missing], [0, 0]])
+
         return {**cache, "self": tf.nest.map_structure(grow, cache["self"])}
 
     @staticmethod
@@ -219,18 +258,29 @@ class Transformer(keras.Model):
         or a hypothesis that goes on while others leave the batch); with
         `sentences`, the state keeps only those sentences (indices, in the
         order of the rows' sentences), as when finished ones leave."""
-        cache = {**cache, "self": tf.nest.map_structure(
-            lambda t: tf.gather(t, rows), cache["self"])}
+        cache = {
+            **cache,
+            "self": tf.nest.map_structure(lambda t: tf.gather(t, rows), cache["self"]),
+        }
         if sentences is None:
             return cache
-        return {**cache, **tf.nest.map_structure(
-            lambda t: tf.gather(t, sentences),
-            {"cross": cache["cross"], "source_mask": cache["source_mask"]})}
+        return {
+            **cache,
+            **tf.nest.map_structure(
+                lambda t: tf.gather(t, sentences),
+                {"cross": cache["cross"], "source_mask": cache["source_mask"]},
+            ),
+        }
 
     def get_config(self):
-        return {"config": dataclasses.asdict(self.config), **{
-            k: v for k, v in super().get_config().items()
-            if k in ("name", "trainable")}}
+        return {
+            "config": dataclasses.asdict(self.config),
+            **{
+                k: v
+                for k, v in super().get_config().items()
+                if k in ("name", "trainable")
+            },
+        }
 
     @classmethod
     def from_config(cls, config):

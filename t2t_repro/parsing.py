@@ -36,9 +36,11 @@ TRACE_TAG = "-NONE-"
 # COLLINS.prm: DELETE_LABEL (besides TOP) and EQ_LABEL.
 DELETED_TAGS = frozenset({TRACE_TAG, ",", ":", "``", "''", "."})
 EQUIVALENT_LABELS = {"PRT": "ADVP"}
-EVALB_NOTE = ("labelled bracketing as EVALB with COLLINS.prm (TOP removed, "
-              "punctuation and traces deleted, function tags stripped, "
-              "ADVP = PRT), all sentence lengths")
+EVALB_NOTE = (
+    "labelled bracketing as EVALB with COLLINS.prm (TOP removed, "
+    "punctuation and traces deleted, function tags stripped, "
+    "ADVP = PRT), all sentence lengths"
+)
 
 
 def _is_preterminal(node):
@@ -65,8 +67,12 @@ def _without_traces(node):
 def _sentence_tree(tree):
     """The tree below its wrapping root(s), without traces."""
     tree = _without_traces(tree)
-    while (tree is not None and tree.label() in ROOT_LABELS and
-           len(tree) == 1 and not _is_preterminal(tree)):
+    while (
+        tree is not None
+        and tree.label() in ROOT_LABELS
+        and len(tree) == 1
+        and not _is_preterminal(tree)
+    ):
         tree = tree[0]
     return tree
 
@@ -130,7 +136,7 @@ def delinearize(text, tagged):
 
 
 def _token_kind(token):
-    """"open" ("(NP"), "close" (")NP", or a bare ")") or "leaf" (a tag)."""
+    """ "open" ("(NP"), "close" (")NP", or a bare ")") or "leaf" (a tag)."""
     if token.startswith("(") and len(token) > 1:
         return "open"
     return "close" if token.startswith(")") else "leaf"
@@ -138,15 +144,17 @@ def _token_kind(token):
 
 def _shape(linearised):
     """The tokens of a linearisation with every leaf the same."""
-    return [LEAF if _token_kind(token) == "leaf" else token
-            for token in linearised.split()]
+    return [
+        LEAF if _token_kind(token) == "leaf" else token for token in linearised.split()
+    ]
 
 
 def _without_empty_constituents(node):
     if _is_preterminal(node):
         return node
-    children = [c for c in (_without_empty_constituents(c) for c in node)
-                if c is not None]
+    children = [
+        c for c in (_without_empty_constituents(c) for c in node) if c is not None
+    ]
     return Tree(node.label(), children) if children else None
 
 
@@ -169,8 +177,11 @@ def labelled_brackets(tree):
             visit(child, False)
         label = _base_label(node.label())
         label = EQUIVALENT_LABELS.get(label, label)
-        if position > start and label not in DELETED_TAGS and not (
-                is_root and label in ROOT_LABELS):
+        if (
+            position > start
+            and label not in DELETED_TAGS
+            and not (is_root and label in ROOT_LABELS)
+        ):
             brackets[(label, start, position)] += 1
 
     visit(tree, True)
@@ -205,12 +216,13 @@ class BracketScores:
         precision = self.matched / max(self.test_brackets, 1)
         recall = self.matched / max(self.gold_brackets, 1)
         f1 = 2 * precision * recall / max(precision + recall, 1e-12)
-        return {**dataclasses.asdict(self),
-                "bracket_precision": round(100 * precision, 2),
-                "bracket_recall": round(100 * recall, 2),
-                "bracket_f1": round(100 * f1, 2),
-                "exact_match": round(100 * self.exact /
-                                     max(self.sentences, 1), 2)}
+        return {
+            **dataclasses.asdict(self),
+            "bracket_precision": round(100 * precision, 2),
+            "bracket_recall": round(100 * recall, 2),
+            "bracket_f1": round(100 * f1, 2),
+            "exact_match": round(100 * self.exact / max(self.sentences, 1), 2),
+        }
 
 
 def score_parses(hypotheses, gold_trees):
@@ -224,8 +236,7 @@ def score_parses(hypotheses, gold_trees):
         tree, was_repaired = delinearize(hypothesis, tagged_words(gold))
         repaired += was_repaired
         scores.add(gold, tree)
-    return {**scores.as_dict(), "repaired_trees": repaired,
-            "note": EVALB_NOTE}
+    return {**scores.as_dict(), "repaired_trees": repaired, "note": EVALB_NOTE}
 
 
 def tree_of_linearisation(sentence, linearised):
@@ -236,12 +247,14 @@ def tree_of_linearisation(sentence, linearised):
 
 
 def format_parse_scores(scores):
-    return (f"bracket F1 {scores['bracket_f1']:.2f} (precision "
-            f"{scores['bracket_precision']:.2f}, recall "
-            f"{scores['bracket_recall']:.2f}; {scores['note']})\n"
-            f"exact match {scores['exact_match']:.2f}%, "
-            f"{scores['repaired_trees']} of {scores['sentences']} outputs "
-            "were ill-formed trees and repaired")
+    return (
+        f"bracket F1 {scores['bracket_f1']:.2f} (precision "
+        f"{scores['bracket_precision']:.2f}, recall "
+        f"{scores['bracket_recall']:.2f}; {scores['note']})\n"
+        f"exact match {scores['exact_match']:.2f}%, "
+        f"{scores['repaired_trees']} of {scores['sentences']} outputs "
+        "were ill-formed trees and repaired"
+    )
 
 
 def read_trees(path):
@@ -253,8 +266,9 @@ def read_trees(path):
         try:
             tree = Tree.fromstring(line)
         except ValueError as error:
-            raise DataError(f"{path}:{number}: not a bracketed tree "
-                            f"({str(error).splitlines()[0]})") from None
+            raise DataError(
+                f"{path}:{number}: not a bracketed tree ({str(error).splitlines()[0]})"
+            ) from None
         if not tagged_words(tree):
             raise DataError(f"{path}:{number}: a tree without words")
         trees.append(tree)

@@ -44,8 +44,9 @@ class Translator:
         self.batch_tokens = batch_tokens
         # Exports older than the request cap have none.
         cap = getattr(graph, "max_batch_sentences", None)
-        self.max_batch_sentences = (_DEFAULTS.max_batch_sentences
-                                    if cap is None else int(cap.numpy()))
+        self.max_batch_sentences = (
+            _DEFAULTS.max_batch_sentences if cap is None else int(cap.numpy())
+        )
 
     @classmethod
     def from_model(cls, model, vocabulary, precision=None):
@@ -54,16 +55,18 @@ class Translator:
         (the model as it is), "fp32", "bf16" or "auto" (t2t-translate's
         --precision)."""
         model, proto, _ = model_and_vocabulary(model, vocabulary)
-        return cls(TranslationGraph(in_precision(model, precision),
-                                    make_tokenizer(proto), _DEFAULTS))
+        return cls(
+            TranslationGraph(
+                in_precision(model, precision), make_tokenizer(proto), _DEFAULTS
+            )
+        )
 
     @classmethod
     def from_run(cls, model_dir, checkpoint=None, precision=None):
         """A t2t-train run directory's latest checkpoint, or `checkpoint`:
         a path like MODEL_DIR/ckpt-950, or a run directory of its own
         such as t2t-average's MODEL_DIR/average."""
-        model, proto, _ = model_and_vocabulary(model_dir,
-                                               checkpoint=checkpoint)
+        model, proto, _ = model_and_vocabulary(model_dir, checkpoint=checkpoint)
         return cls.from_model(model, proto, precision)
 
     @classmethod
@@ -72,13 +75,16 @@ class Translator:
         import tensorflow_text  # noqa: F401  registers the SentencePiece ops
 
         if not tf.saved_model.contains_saved_model(path):
-            raise FileNotFoundError(f"{path}: no SavedModel there (no "
-                                    "saved_model.pb); give a version "
-                                    "directory such as exports/x/950")
+            raise FileNotFoundError(
+                f"{path}: no SavedModel there (no "
+                "saved_model.pb); give a version "
+                "directory such as exports/x/950"
+            )
         return cls(tf.saved_model.load(path))
 
-    def translate(self, sentences, beam_size=_DEFAULTS.beam_size,
-                  alpha=_DEFAULTS.alpha, n_best=1):
+    def translate(
+        self, sentences, beam_size=_DEFAULTS.beam_size, alpha=_DEFAULTS.alpha, n_best=1
+    ):
         """Translations of `sentences` (a list of str), in their order.
 
         Beam search with `beam_size` beams (1: greedy) and the length
@@ -90,31 +96,40 @@ class Translator:
         logged.
         """
         if not 1 <= n_best <= beam_size:
-            raise ValueError(f"n_best={n_best} must be in [1, beam_size="
-                             f"{beam_size}]: beam search keeps beam_size "
-                             "hypotheses")
+            raise ValueError(
+                f"n_best={n_best} must be in [1, beam_size="
+                f"{beam_size}]: beam search keeps beam_size "
+                "hypotheses"
+            )
         results = [None] * len(sentences)
         truncated = 0
         lengths = [len(sentence.split()) + 1 for sentence in sentences]
-        for batch in batches_by_length(lengths, self.batch_tokens,
-                                       self.max_batch_sentences):
+        for batch in batches_by_length(
+            lengths, self.batch_tokens, self.max_batch_sentences
+        ):
             outputs = self.graph.translate(
                 inputs=tf.constant([sentences[i] for i in batch], tf.string),
                 beam_size=tf.constant(beam_size, tf.int32),
-                alpha=tf.constant(alpha, tf.float32))
+                alpha=tf.constant(alpha, tf.float32),
+            )
             texts = outputs["translations"][:, :n_best].numpy()
             scores = outputs["scores"][:, :n_best].numpy()
             for index, row_texts, row_scores in zip(batch, texts, scores):
-                results[index] = [(text.decode("utf-8"), float(score))
-                                  for text, score in zip(row_texts,
-                                                         row_scores)]
+                results[index] = [
+                    (text.decode("utf-8"), float(score))
+                    for text, score in zip(row_texts, row_scores)
+                ]
             # Exports older than the `truncated` output report nothing.
-            truncated += int(tf.reduce_sum(tf.cast(
-                outputs.get("truncated", False), tf.int32)))
+            truncated += int(
+                tf.reduce_sum(tf.cast(outputs.get("truncated", False), tf.int32))
+            )
         if truncated:
-            logging.warning("%d of %d inputs had more subword tokens than "
-                            "the model's max_length and were truncated",
-                            truncated, len(sentences))
+            logging.warning(
+                "%d of %d inputs had more subword tokens than "
+                "the model's max_length and were truncated",
+                truncated,
+                len(sentences),
+            )
         if n_best == 1:
             return [result[0][0] for result in results]
         return results

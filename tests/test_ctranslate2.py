@@ -7,26 +7,38 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from margins import teacher_forced_margins
-from processes import run_python
+from helpers.margins import teacher_forced_margins
+from helpers.processes import run_python
+from helpers.toy_run import toy_pairs, toy_trainer
+from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.checkpoints import RunDir
-from t2t_repro.config import (BOS_ID, EOS_ID, EXTRA_DECODE_LENGTH, PAD_ID,
-                              ConfigError, DecodingOptions, TransformerConfig)
-from t2t_repro.ct2 import (CTranslate2Translator, export_ctranslate2,
-                           transformer_spec)
+from t2t_repro.config import (
+    BOS_ID,
+    EOS_ID,
+    EXTRA_DECODE_LENGTH,
+    PAD_ID,
+    ConfigError,
+    DecodingOptions,
+    TransformerConfig,
+)
+from t2t_repro.ct2 import CTranslate2Translator, export_ctranslate2, transformer_spec
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.decoding.greedy import greedy_decode, next_token_log_probs
 from t2t_repro.evaluation import score_translations
 from t2t_repro.inference import Translator
 from t2t_repro.model import Transformer
-from toy_run import toy_pairs, toy_trainer
-from vocab_for_tests import tiny_vocab
 
 # The quickstart's shape (flags/multi30k.cfg) over the tests' vocabulary.
 QUICKSTART_SIZED = TransformerConfig(
-    vocab_size=int(make_tokenizer(tiny_vocab()).vocab_size()), d_model=256,
-    num_heads=4, d_ff=512, num_encoder_layers=3, num_decoder_layers=3,
-    dropout=0.0, max_length=100)
+    vocab_size=int(make_tokenizer(tiny_vocab()).vocab_size()),
+    d_model=256,
+    num_heads=4,
+    d_ff=512,
+    num_encoder_layers=3,
+    num_decoder_layers=3,
+    dropout=0.0,
+    max_length=100,
+)
 
 
 def _toy_sources_and_references():
@@ -36,20 +48,26 @@ def _toy_sources_and_references():
 
 def _greedy_ids_both_ways(model, tokenizer, ct2_dir, sentences):
     """(ours, CTranslate2's) greedy output ids, EOS and padding dropped."""
-    ids, _ = tokenize_sources(tokenizer, tf.constant(sentences),
-                              model.config.max_length)
+    ids, _ = tokenize_sources(
+        tokenizer, tf.constant(sentences), model.config.max_length
+    )
     output, _ = tf.function(lambda x: greedy_decode(model, x))(ids)
-    ours = [[i for i in row if i not in (PAD_ID, EOS_ID)]
-            for row in output.numpy().tolist()]
+    ours = [
+        [i for i in row if i not in (PAD_ID, EOS_ID)] for row in output.numpy().tolist()
+    ]
     translator = CTranslate2Translator(ct2_dir, DecodingOptions(beam_size=1))
-    sources = [[translator.tokens[i] for i in row if i]
-               for row in ids.numpy().tolist()]
+    sources = [[translator.tokens[i] for i in row if i] for row in ids.numpy().tolist()]
     # One sentence per call: CTranslate2's length limit is per batch, ours
     # (input + 50) per sentence.
-    results = [translator.translator.translate_batch(
-        [source], beam_size=1, max_decoding_length=len(source) +
-        EXTRA_DECODE_LENGTH, suppress_sequences=[["<blank>"], ["<s>"]])[0]
-        for source in sources]
+    results = [
+        translator.translator.translate_batch(
+            [source],
+            beam_size=1,
+            max_decoding_length=len(source) + EXTRA_DECODE_LENGTH,
+            suppress_sequences=[["<blank>"], ["<s>"]],
+        )[0]
+        for source in sources
+    ]
     theirs = [[translator.ids[t] for t in r.hypotheses[0]] for r in results]
     return ours, theirs
 
@@ -66,15 +84,15 @@ CT2_NEAR_TIE = 1e-2
 def _first_difference_is_a_near_tie(model, source_ids, ours, theirs):
     """Whether `ours` and `theirs` (one sentence's output ids, EOS
     dropped) part at a token our `model` all but tied with theirs."""
-    index = next(i for i, (a, b) in enumerate(zip(ours + [EOS_ID],
-                                                  theirs + [EOS_ID]))
-                 if a != b)
+    index = next(
+        i for i, (a, b) in enumerate(zip(ours + [EOS_ID], theirs + [EOS_ID])) if a != b
+    )
     target_in = np.array([[BOS_ID] + ours[:index]], np.int32)
     logits = model((source_ids[np.newaxis], target_in), training=False)
-    log_probs = next_token_log_probs(logits[:, index],
-                                     tf.constant(index == 0)).numpy()[0]
-    ours_next, theirs_next = ((ids + [EOS_ID])[index]
-                              for ids in (ours, theirs))
+    log_probs = next_token_log_probs(logits[:, index], tf.constant(index == 0)).numpy()[
+        0
+    ]
+    ours_next, theirs_next = ((ids + [EOS_ID])[index] for ids in (ours, theirs))
     return abs(log_probs[ours_next] - log_probs[theirs_next]) < CT2_NEAR_TIE
 
 
@@ -83,49 +101,60 @@ def test_quickstart_sized_model_gives_the_same_greedy_ids(tmp_path):
     # outputs, some running to the length limit, from a model that has
     # not learned them with a margin. So no exact equality: a near-tie may
     # go either way on some CPU (none did on the one this was written on).
-    trainer = toy_trainer(tmp_path / "run", 60, config=QUICKSTART_SIZED,
-                          batch_tokens=256, warmup_steps=20,
-                          learning_rate_scale=0.3, checkpoint_every=60)
+    trainer = toy_trainer(
+        tmp_path / "run",
+        60,
+        config=QUICKSTART_SIZED,
+        batch_tokens=256,
+        warmup_steps=20,
+        learning_rate_scale=0.3,
+        checkpoint_every=60,
+    )
     trainer.train()
     ct2_dir = export_ctranslate2(str(tmp_path / "run"), str(tmp_path / "ct2"))
     sources, _ = _toy_sources_and_references()
     ours, theirs = _greedy_ids_both_ways(
-        trainer.model, trainer.tokenizer, ct2_dir, sources)
+        trainer.model, trainer.tokenizer, ct2_dir, sources
+    )
     assert len(set(map(tuple, ours))) > 4 and max(map(len, ours)) > 50
     differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
     # At most 3 of the 64 sentences, each parting at a near-tie.
     assert len(differ) <= 0.05 * len(ours), differ
-    source_ids, _ = tokenize_sources(trainer.tokenizer, tf.constant(sources),
-                                     QUICKSTART_SIZED.max_length)
+    source_ids, _ = tokenize_sources(
+        trainer.tokenizer, tf.constant(sources), QUICKSTART_SIZED.max_length
+    )
     for i in differ:
         assert _first_difference_is_a_near_tie(
-            trainer.model, source_ids.numpy()[i], ours[i], theirs[i]), i
+            trainer.model, source_ids.numpy()[i], ours[i], theirs[i]
+        ), i
 
 
 @pytest.fixture(scope="module")
 def toy_ct2(toy_run_dir, tmp_path_factory):
-    return export_ctranslate2(toy_run_dir,
-                              str(tmp_path_factory.mktemp("ct2") / "fp32"))
+    return export_ctranslate2(toy_run_dir, str(tmp_path_factory.mktemp("ct2") / "fp32"))
 
 
-def test_trained_model_greedy_ids_and_beam_translations_agree(
-        toy_run_dir, toy_ct2):
+def test_trained_model_greedy_ids_and_beam_translations_agree(toy_run_dir, toy_ct2):
     model, proto, _ = RunDir(toy_run_dir).load_model()
     tokenizer = make_tokenizer(proto)
     sources, targets = _toy_sources_and_references()
     # Every token learned by a nat or more: rounding that differs between
     # the engines cannot flip one, so the greedy ids compare exactly.
     margins = teacher_forced_margins(
-        model, tokenizer.tokenize(sources).to_tensor(),
-        tokenizer.tokenize(targets).to_tensor().numpy())
+        model,
+        tokenizer.tokenize(sources).to_tensor(),
+        tokenizer.tokenize(targets).to_tensor().numpy(),
+    )
     assert margins.min() > 1.0, np.sort(margins)[:5]
     ours, theirs = _greedy_ids_both_ways(model, tokenizer, toy_ct2, sources)
     assert ours == theirs
     beam = DecodingOptions(beam_size=4)
-    ours, our_scores = Translator(model, make_tokenizer(proto),
-                                  beam).translate_with_scores(sources)
-    theirs, their_scores = CTranslate2Translator(
-        toy_ct2, beam).translate_with_scores(sources)
+    ours, our_scores = Translator(
+        model, make_tokenizer(proto), beam
+    ).translate_with_scores(sources)
+    theirs, their_scores = CTranslate2Translator(toy_ct2, beam).translate_with_scores(
+        sources
+    )
     agree = np.mean([a == b for a, b in zip(ours, theirs)])
     assert agree >= 0.99
     # Same hypothesis, same score under our length penalty.
@@ -133,12 +162,14 @@ def test_trained_model_greedy_ids_and_beam_translations_agree(
 
 
 def test_int8_is_within_ten_bleu_of_float32(toy_run_dir, toy_ct2, tmp_path):
-    int8 = export_ctranslate2(toy_run_dir, str(tmp_path / "int8"),
-                              quantization="int8")
+    int8 = export_ctranslate2(toy_run_dir, str(tmp_path / "int8"), quantization="int8")
     sources, references = _toy_sources_and_references()
-    fp32_bleu, int8_bleu = (score_translations(
-        CTranslate2Translator(path).translate(sources), references,
-        "en")["sacrebleu"] for path in (toy_ct2, int8))
+    fp32_bleu, int8_bleu = (
+        score_translations(
+            CTranslate2Translator(path).translate(sources), references, "en"
+        )["sacrebleu"]
+        for path in (toy_ct2, int8)
+    )
     assert fp32_bleu > 90  # the toy model learned its pairs
     # How much int8 costs depends on CTranslate2's kernels for the CPU: 0.5
     # BLEU or less on AVX-512 machines here, 8.64 on an AVX2-only one
@@ -151,16 +182,30 @@ def test_export_and_translate_flags(toy_run_dir, tmp_path):
     source = tmp_path / "source.txt"
     sources, _ = _toy_sources_and_references()
     source.write_text("".join(s + "\n" for s in sources[:8]), "utf-8")
-    export = run_python(["-m", "t2t_repro.cli", "export",
-                         f"--model_dir={toy_run_dir}", "--format=ctranslate2",
-                         "--quantization=int16",
-                         f"--export_dir={tmp_path / 'ct2'}"])
+    export = run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "export",
+            f"--model_dir={toy_run_dir}",
+            "--format=ctranslate2",
+            "--quantization=int16",
+            f"--export_dir={tmp_path / 'ct2'}",
+        ]
+    )
     assert export.returncode == 0, export.stderr[-3000:]
     outputs = {}
-    for flag in (f"--model_dir={toy_run_dir}",
-                 f"--ctranslate2={tmp_path / 'ct2'}"):
-        result = run_python(["-m", "t2t_repro.cli", "translate",
-                             "--progress=false", flag, f"--input={source}"])
+    for flag in (f"--model_dir={toy_run_dir}", f"--ctranslate2={tmp_path / 'ct2'}"):
+        result = run_python(
+            [
+                "-m",
+                "t2t_repro.cli",
+                "translate",
+                "--progress=false",
+                flag,
+                f"--input={source}",
+            ]
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         outputs[flag.split("=")[0]] = result.stdout
     assert outputs["--ctranslate2"] == outputs["--model_dir"]
@@ -168,15 +213,23 @@ def test_export_and_translate_flags(toy_run_dir, tmp_path):
 
 
 def test_a_model_with_other_head_depths_is_refused_clearly(tmp_path):
-    model = Transformer(TransformerConfig(
-        vocab_size=20, d_model=16, num_heads=2, d_ff=32, key_dim=4,
-        num_encoder_layers=1, num_decoder_layers=1))
+    model = Transformer(
+        TransformerConfig(
+            vocab_size=20,
+            d_model=16,
+            num_heads=2,
+            d_ff=32,
+            key_dim=4,
+            num_encoder_layers=1,
+            num_decoder_layers=1,
+        )
+    )
     with pytest.raises(ConfigError, match="key_dim=4, value_dim=0"):
         transformer_spec(model, [f"t{i}" for i in range(20)])
 
 
 def test_outputs_longer_than_the_position_table_are_refused(tmp_path):
-    with pytest.raises(ConfigError, match="--extra_decode_length=300: a "
-                                          "CTranslate2 export's position"):
-        CTranslate2Translator(str(tmp_path),
-                              DecodingOptions(extra_length=300))
+    with pytest.raises(
+        ConfigError, match="--extra_decode_length=300: a CTranslate2 export's position"
+    ):
+        CTranslate2Translator(str(tmp_path), DecodingOptions(extra_length=300))

@@ -43,8 +43,9 @@ def test_docstring_examples(name):
     # A `>>>` that doctest does not see (outside a docstring, or in one
     # doctest skips) would otherwise pass without running.
     assert examples > 0, f"{name}: '>>>' in the source, but no example found"
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS |
-                                   doctest.NORMALIZE_WHITESPACE)
+    runner = doctest.DocTestRunner(
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    )
     for test in tests:
         runner.run(test)
     result = runner.summarize(verbose=False)

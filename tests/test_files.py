@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from processes import REPO
+from helpers.processes import REPO
 from t2t_repro.checkpoints import AVERAGE_DIRNAME, AVERAGED_FILENAME, RunDir
 from t2t_repro.config import ConfigError
 from t2t_repro.files import directory_written_whole
@@ -19,8 +19,7 @@ def _files(directory):
     return sorted(os.listdir(directory))
 
 
-def test_the_first_of_two_writers_wins_and_the_other_leaves_nothing(
-        tmp_path):
+def test_the_first_of_two_writers_wins_and_the_other_leaves_nothing(tmp_path):
     destination = str(tmp_path / "7")
     with pytest.raises(FileExistsError, match="another process meanwhile"):
         with directory_written_whole(destination) as second:
@@ -51,10 +50,15 @@ def test_sigterm_inside_the_block_leaves_nothing(tmp_path):
         "with directory_written_whole(sys.argv[1]) as partial:\n"
         "    open(os.path.join(partial, 'half'), 'w').write('x')\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    open(os.path.join(partial, 'never'), 'w').write('x')\n")
-    result = subprocess.run([sys.executable, "-c", script,
-                             str(tmp_path / "out")], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+        "    open(os.path.join(partial, 'never'), 'w').write('x')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 128 + signal.SIGTERM, result.stderr[-2000:]
     assert _files(tmp_path) == []
 
@@ -68,10 +72,17 @@ def test_a_killed_writers_directory_is_removed_by_the_next(tmp_path):
         partial.mkdir()
         (partial / ".writer.lock").write_bytes(b"")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, sys, time; "
-         "lock = open(sys.argv[1], 'rb'); fcntl.flock(lock, fcntl.LOCK_EX); "
-         "print('held', flush=True); time.sleep(60)",
-         str(live / ".writer.lock")], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; "
+            "lock = open(sys.argv[1], 'rb'); fcntl.flock(lock, fcntl.LOCK_EX); "
+            "print('held', flush=True); time.sleep(60)",
+            str(live / ".writer.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with directory_written_whole(str(tmp_path / "out")):
@@ -97,8 +108,11 @@ def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
     shutil.rmtree(average_dir)
     output, paths = RunDir(str(run)).average_of_last(1)
     written = json.loads((average_dir / AVERAGED_FILENAME).read_text())
-    assert written == {"select": "last", "count": 1,
-                       "checkpoints": [os.path.basename(paths[0])]}
+    assert written == {
+        "select": "last",
+        "count": 1,
+        "checkpoints": [os.path.basename(paths[0])],
+    }
     assert output.latest_checkpoint() is not None
     # Current: kept as it is. Outdated: replaced.
     (average_dir / "marker").write_text("")
@@ -109,6 +123,7 @@ def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
     RunDir(str(run)).average_of_last(1)
     assert os.stat(average_dir / AVERAGED_FILENAME).st_ino == before
     _, paths = RunDir(str(run)).average_of_last(2)
-    assert json.loads((average_dir / AVERAGED_FILENAME).read_text())[
-        "checkpoints"] == [os.path.basename(p) for p in paths]
+    assert json.loads((average_dir / AVERAGED_FILENAME).read_text())["checkpoints"] == [
+        os.path.basename(p) for p in paths
+    ]
     assert not [name for name in _files(run) if ".partial" in name]

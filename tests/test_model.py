@@ -9,13 +9,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from processes import HELPERS, REPO, run_python
+from helpers.processes import HELPERS, REPO, run_python
 from t2t_repro.config import TransformerConfig
 from t2t_repro.model import Transformer
 
-SMALL = TransformerConfig(vocab_size=50, d_model=16, num_heads=2, d_ff=32,
-                          num_encoder_layers=2, num_decoder_layers=2,
-                          dropout=0.1, max_length=32)
+SMALL = TransformerConfig(
+    vocab_size=50,
+    d_model=16,
+    num_heads=2,
+    d_ff=32,
+    num_encoder_layers=2,
+    num_decoder_layers=2,
+    dropout=0.1,
+    max_length=32,
+)
 
 
 def _batch(seed=0):
@@ -26,8 +33,9 @@ def _batch(seed=0):
     return tf.constant(source), tf.constant(target)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"pre_norm": True},
-                                       {"position_encoding": "learned"}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"pre_norm": True}, {"position_encoding": "learned"}]
+)
 def test_decoder_is_causal(overrides):
     model = Transformer(TransformerConfig(**{**SMALL.__dict__, **overrides}))
     source, target = _batch()
@@ -35,8 +43,7 @@ def test_decoder_is_causal(overrides):
     changed = target.numpy().copy()
     changed[:, 4:] = (changed[:, 4:] + 7) % 46 + 4
     changed_logits = model((source, tf.constant(changed))).numpy()
-    np.testing.assert_allclose(logits[:, :4], changed_logits[:, :4],
-                               atol=1e-5)
+    np.testing.assert_allclose(logits[:, :4], changed_logits[:, :4], atol=1e-5)
     assert not np.allclose(logits[:, 4:], changed_logits[:, 4:], atol=1e-3)
 
 
@@ -44,8 +51,9 @@ def test_source_padding_is_ignored():
     model = Transformer(SMALL)
     source, target = _batch()
     longer = tf.pad(source, [[0, 0], [0, 5]])
-    np.testing.assert_allclose(model((source, target)),
-                               model((longer, target)), atol=1e-5)
+    np.testing.assert_allclose(
+        model((source, target)), model((longer, target)), atol=1e-5
+    )
 
 
 def test_logits_shape_and_tied_projection():
@@ -56,11 +64,17 @@ def test_logits_shape_and_tied_projection():
     assert [tuple(w.shape) for w in embedding_weights] == [(50, 16)]
 
 
-@pytest.mark.parametrize("flags_config, paper_count", [
-    (dict(vocab_size=37000), 63.1e6),
-    (dict(vocab_size=37000, d_model=1024, num_heads=16, d_ff=4096,
-          dropout=0.3), 214e6),
-], ids=["base", "big"])
+@pytest.mark.parametrize(
+    "flags_config, paper_count",
+    [
+        (dict(vocab_size=37000), 63.1e6),
+        (
+            dict(vocab_size=37000, d_model=1024, num_heads=16, d_ff=4096, dropout=0.3),
+            214e6,
+        ),
+    ],
+    ids=["base", "big"],
+)
 def test_parameter_count_matches_paper_accounting(flags_config, paper_count):
     model = Transformer(TransformerConfig(**flags_config))
     assert abs(model.count_params() - paper_count) / paper_count < 0.01
@@ -89,8 +103,7 @@ def test_get_config_round_trip_and_weight_save_load(tmp_path):
 
 
 def test_invalid_config_names_the_problem():
-    with pytest.raises(ValueError, match="d_model=30 is not divisible by "
-                                         "num_heads=4"):
+    with pytest.raises(ValueError, match="d_model=30 is not divisible by num_heads=4"):
         TransformerConfig(vocab_size=100, d_model=30, num_heads=4)
     with pytest.raises(ValueError, match="dropout=1.5"):
         TransformerConfig(vocab_size=100, dropout=1.5)
@@ -103,12 +116,19 @@ def test_every_shipped_flagfile_builds_the_model_docs_training_states():
     with the parameter count of the model it builds."""
     result = run_python([os.path.join(HELPERS, "flagfile_models.py")])
     assert result.returncode == 0, result.stderr[-3000:]
-    counts = {path: model["params"] for path, model in json.loads(
-        result.stdout.strip().splitlines()[-1]).items()}
-    with open(os.path.join(REPO, "docs", "training.md"),
-              encoding="utf-8") as handle:
-        stated = dict(re.findall(r"^\| `(flags/[\w.]+\.cfg)` \| [^|]+ \| "
-                                 r"([\d,]+) \|$", handle.read(), re.M))
+    counts = {
+        path: model["params"]
+        for path, model in json.loads(result.stdout.strip().splitlines()[-1]).items()
+    }
+    with open(os.path.join(REPO, "docs", "training.md"), encoding="utf-8") as handle:
+        stated = dict(
+            re.findall(
+                r"^\| `(flags/[\w.]+\.cfg)` \| [^|]+ \| "
+                r"([\d,]+) \|$",
+                handle.read(),
+                re.M,
+            )
+        )
     assert sorted(counts) == sorted(stated)  # every flagfile, no other
     for path, count in counts.items():
         assert int(stated[path].replace(",", "")) == count, path

@@ -7,16 +7,21 @@ the way the model server enables it."""
 
 import pytest
 
-import model_server
-from processes import run_python
+from helpers import model_server
+from helpers.processes import run_python
 from t2t_repro.config import DecodingOptions
 from t2t_repro.serving import export_saved_model
 
-SENTENCES = ["ein hund läuft das gras", "", "der mann eine katze",
-             "über das gras läuft ein hund — «schön» 犬",
-             # Long enough to be cut (max_length 32 pieces), within the
-             # export's 4,096-byte limit per sentence.
-             " ".join(["ein hund läuft"] * 100), "eine katze"]
+SENTENCES = [
+    "ein hund läuft das gras",
+    "",
+    "der mann eine katze",
+    "über das gras läuft ein hund — «schön» 犬",
+    # Long enough to be cut (max_length 32 pieces), within the
+    # export's 4,096-byte limit per sentence.
+    " ".join(["ein hund läuft"] * 100),
+    "eine katze",
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,15 +33,23 @@ def loader(tmp_path_factory):
 def t2t_translate_output(toy_run_dir, tmp_path_factory):
     source = tmp_path_factory.mktemp("source") / "source.txt"
     source.write_text("".join(s + "\n" for s in SENTENCES), "utf-8")
-    result = run_python(["-m", "t2t_repro.cli", "translate",
-                         "--progress=false", f"--model_dir={toy_run_dir}",
-                         f"--input={source}"])
+    result = run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "translate",
+            "--progress=false",
+            f"--model_dir={toy_run_dir}",
+            f"--input={source}",
+        ]
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
 
 def test_the_model_server_path_translates_like_t2t_translate(
-        loader, toy_run_dir, t2t_translate_output, tmp_path):
+    loader, toy_run_dir, t2t_translate_output, tmp_path
+):
     # The default export: no XLA anywhere in the graph, so the model
     # server's default (XLA disabled) runs it.
     path = export_saved_model(toy_run_dir, str(tmp_path))
@@ -48,9 +61,11 @@ def test_the_model_server_path_translates_like_t2t_translate(
 
 @pytest.mark.slow
 def test_an_xla_export_needs_the_servers_xla_flag(
-        loader, toy_run_dir, t2t_translate_output, tmp_path):
-    path = export_saved_model(toy_run_dir, str(tmp_path),
-                              decoding=DecodingOptions(jit_compile=True))
+    loader, toy_run_dir, t2t_translate_output, tmp_path
+):
+    path = export_saved_model(
+        toy_run_dir, str(tmp_path), decoding=DecodingOptions(jit_compile=True)
+    )
     enabled = model_server.translate(loader, path, SENTENCES, xla=True)
     assert enabled.returncode == 0, enabled.stderr[-3000:]
     assert enabled.stdout == t2t_translate_output
@@ -60,13 +75,22 @@ def test_an_xla_export_needs_the_servers_xla_flag(
 
 
 def test_the_model_server_runs_a_bf16_export_like_t2t_translate(
-        loader, toy_run_dir, tmp_path):
+    loader, toy_run_dir, tmp_path
+):
     path = export_saved_model(toy_run_dir, str(tmp_path), precision="bf16")
     source = tmp_path / "source.txt"
     source.write_text("".join(s + "\n" for s in SENTENCES), "utf-8")
-    expected = run_python(["-m", "t2t_repro.cli", "translate",
-                           "--progress=false", "--precision=bf16",
-                           f"--model_dir={toy_run_dir}", f"--input={source}"])
+    expected = run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "translate",
+            "--progress=false",
+            "--precision=bf16",
+            f"--model_dir={toy_run_dir}",
+            f"--input={source}",
+        ]
+    )
     assert expected.returncode == 0, expected.stderr[-3000:]
     result = model_server.translate(loader, path, SENTENCES)
     assert result.returncode == 0, result.stderr[-3000:]

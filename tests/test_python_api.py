@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import numpy_reference as ref
 import t2t_repro
-from one_training_step import global_batch
-from processes import REPO, run_python
+from helpers import numpy_reference as ref
+from helpers.one_training_step import global_batch
+from helpers.processes import REPO, run_python
+from helpers.toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
+from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import DecodingOptions, TrainingOptions
 from t2t_repro.ct2 import CTranslate2Translator
@@ -28,8 +30,6 @@ from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.serving import model_and_vocabulary
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
 from t2t_repro.training.trainer import Trainer
-from toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
-from vocab_for_tests import tiny_vocab
 
 DOCS = os.path.join(REPO, "docs", "python_api.md")
 
@@ -39,8 +39,7 @@ def _toy_sources_and_targets():
     margin of 3+ nats per token (toy_run.py): every CPU decodes them
     alike."""
     pairs = dict(toy_pairs().as_numpy_iterator())
-    return ([s.decode() for s in pairs],
-            [t.decode() for t in pairs.values()])
+    return ([s.decode() for s in pairs], [t.decode() for t in pairs.values()])
 
 
 # Top-level names ------------------------------------------------------------
@@ -80,9 +79,11 @@ def test_top_level_names_are_the_defining_modules_objects():
         "export_saved_model": export_saved_model,
         "export_ctranslate2": export_ctranslate2,
         # Every public layer class of t2t_repro/layers/.
-        **{name: value for name, value in vars(layers).items()
-           if isinstance(value, type) and
-           issubclass(value, keras.layers.Layer)},
+        **{
+            name: value
+            for name, value in vars(layers).items()
+            if isinstance(value, type) and issubclass(value, keras.layers.Layer)
+        },
     }
     assert sorted(t2t_repro.__all__) == sorted(expected)
     for name, value in expected.items():
@@ -93,6 +94,7 @@ def test_top_level_names_are_the_defining_modules_objects():
 
 
 # Translator and exports -----------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def in_memory(toy_run_dir):
@@ -106,8 +108,11 @@ def exported(in_memory, tmp_path_factory):
     """The in-memory toy model exported as exports/x/<the run's step>."""
     model, proto = in_memory
     return t2t_repro.export_saved_model(
-        model, str(tmp_path_factory.mktemp("exports") / "x"),
-        version=LEARNABLE_STEPS, vocabulary=proto)
+        model,
+        str(tmp_path_factory.mktemp("exports") / "x"),
+        version=LEARNABLE_STEPS,
+        vocabulary=proto,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -124,12 +129,14 @@ def test_from_run_and_from_saved_model_translate_alike(from_run, exported):
     assert from_saved_model.translate(sources, beam_size=1) == targets
     run_n_best = from_run.translate(sources, beam_size=5, n_best=3)
     saved_n_best = from_saved_model.translate(sources, beam_size=5, n_best=3)
-    assert ([[text for text, _ in row] for row in run_n_best] ==
-            [[text for text, _ in row] for row in saved_n_best])
-    np.testing.assert_allclose([[score for _, score in row]
-                                for row in run_n_best],
-                               [[score for _, score in row]
-                                for row in saved_n_best], atol=1e-4)
+    assert [[text for text, _ in row] for row in run_n_best] == [
+        [text for text, _ in row] for row in saved_n_best
+    ]
+    np.testing.assert_allclose(
+        [[score for _, score in row] for row in run_n_best],
+        [[score for _, score in row] for row in saved_n_best],
+        atol=1e-4,
+    )
 
 
 def test_n_best_lists_pairs_best_first(from_run, caplog):
@@ -141,36 +148,38 @@ def test_n_best_lists_pairs_best_first(from_run, caplog):
         texts, scores = zip(*row)
         assert texts[0] == target and len(set(texts)) == 4
         assert list(scores) == sorted(scores, reverse=True)
-        assert all(isinstance(score, float) and score < 0
-                   for score in scores)
+        assert all(isinstance(score, float) and score < 0 for score in scores)
     assert from_run.translate([]) == []
     over_max_length = " ".join(["ein hund läuft"] * 20)  # > 32 pieces
     with caplog.at_level(logging.WARNING):
         assert len(from_run.translate([over_max_length, sources[0]])) == 2
     assert "1 of 2 inputs had more subword tokens" in caplog.text
-    with pytest.raises(ValueError, match=r"n_best=5 must be in \[1, "
-                       r"beam_size=4\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"n_best=5 must be in \[1, "
+        r"beam_size=4\]",
+    ):
         from_run.translate(sources[:1], n_best=5)
 
 
 def test_a_checkpoint_is_a_path_or_a_run_directory(toy_run_dir, tmp_path):
     earlier = os.path.join(toy_run_dir, "ckpt-100")
-    assert model_and_vocabulary(toy_run_dir, checkpoint=earlier)[2] == \
-        earlier
+    assert model_and_vocabulary(toy_run_dir, checkpoint=earlier)[2] == earlier
     average = str(tmp_path / "average")
     RunDir(toy_run_dir).average(average, 2)
-    model, proto, checkpoint = model_and_vocabulary(toy_run_dir,
-                                                    checkpoint=average)
+    model, proto, checkpoint = model_and_vocabulary(toy_run_dir, checkpoint=average)
     assert checkpoint == os.path.join(average, f"ckpt-{LEARNABLE_STEPS}")
     assert proto == RunDir(toy_run_dir).load_vocabulary()
     latest = RunDir(toy_run_dir).load_model()[0]
     # The average, not the run's latest weights.
-    assert not np.array_equal(model.embedding.embeddings.numpy(),
-                              latest.embedding.embeddings.numpy())
+    assert not np.array_equal(
+        model.embedding.embeddings.numpy(), latest.embedding.embeddings.numpy()
+    )
 
 
 def test_in_memory_exports_translate_like_the_translator(
-        in_memory, exported, from_run, tmp_path):
+    in_memory, exported, from_run, tmp_path
+):
     model, proto = in_memory
     assert os.path.basename(exported) == str(LEARNABLE_STEPS)
     sources, _ = _toy_sources_and_targets()
@@ -178,20 +187,23 @@ def test_in_memory_exports_translate_like_the_translator(
     # The SavedModel's serving_default, which TF Serving answers with.
     serve = tf.saved_model.load(exported).signatures["serving_default"]
     outputs = serve(inputs=tf.constant(sources))
-    assert [t.decode() for t in outputs["translations"].numpy()] == \
-        [row[0][0] for row in expected]
-    np.testing.assert_allclose(outputs["scores"].numpy(),
-                               [row[0][1] for row in expected], atol=1e-4)
+    assert [t.decode() for t in outputs["translations"].numpy()] == [
+        row[0][0] for row in expected
+    ]
+    np.testing.assert_allclose(
+        outputs["scores"].numpy(), [row[0][1] for row in expected], atol=1e-4
+    )
     # CTranslate2, from the SentencePiece model's path this time.
     vocabulary = tmp_path / "spm.model"
     vocabulary.write_bytes(proto)
-    ct2_dir = t2t_repro.export_ctranslate2(model, str(tmp_path / "ct2"),
-                                           vocabulary=vocabulary)
+    ct2_dir = t2t_repro.export_ctranslate2(
+        model, str(tmp_path / "ct2"), vocabulary=vocabulary
+    )
     translations, scores = CTranslate2Translator(
-        ct2_dir, DecodingOptions(beam_size=4)).translate_with_scores(sources)
+        ct2_dir, DecodingOptions(beam_size=4)
+    ).translate_with_scores(sources)
     assert translations == [row[0][0] for row in expected]
-    np.testing.assert_allclose(scores, [row[0][1] for row in expected],
-                               atol=1e-3)
+    np.testing.assert_allclose(scores, [row[0][1] for row in expected], atol=1e-3)
 
 
 def test_export_arguments_are_checked(in_memory, toy_run_dir, tmp_path):
@@ -199,18 +211,20 @@ def test_export_arguments_are_checked(in_memory, toy_run_dir, tmp_path):
     with pytest.raises(ValueError, match="needs its vocabulary="):
         t2t_repro.export_saved_model(model, str(tmp_path), version=1)
     with pytest.raises(ValueError, match="brings its own vocabulary"):
-        t2t_repro.export_ctranslate2(toy_run_dir, str(tmp_path / "ct2"),
-                                     vocabulary=proto)
+        t2t_repro.export_ctranslate2(
+            toy_run_dir, str(tmp_path / "ct2"), vocabulary=proto
+        )
     with pytest.raises(ValueError, match="has its weights already"):
-        t2t_repro.export_saved_model(model, str(tmp_path), version=1,
-                                     checkpoint="ckpt-1", vocabulary=proto)
-    with pytest.raises(ValueError, match="give a model in memory a "
-                       "version="):
+        t2t_repro.export_saved_model(
+            model, str(tmp_path), version=1, checkpoint="ckpt-1", vocabulary=proto
+        )
+    with pytest.raises(ValueError, match="give a model in memory a version="):
         t2t_repro.export_saved_model(model, str(tmp_path), vocabulary=proto)
     assert os.listdir(tmp_path) == []
 
 
 # The Keras loss and compile/fit ---------------------------------------------
+
 
 def test_keras_loss_matches_the_reference_and_ignores_padding():
     rng = np.random.default_rng(0)
@@ -220,22 +234,22 @@ def test_keras_loss_matches_the_reference_and_ignores_padding():
     labels[2, 4:] = 0
     loss = t2t_repro.LabelSmoothedCrossEntropy(0.1)
     expected = ref.smoothed_cross_entropy(labels, logits, 0.1)
-    np.testing.assert_allclose(float(loss(labels, logits)), expected,
-                               rtol=1e-5)
+    np.testing.assert_allclose(float(loss(labels, logits)), expected, rtol=1e-5)
     noisy = logits.copy()
     noisy[labels == 0] += 50.0  # logits at PAD positions count for nothing
-    np.testing.assert_allclose(float(loss(labels, noisy)), expected,
-                               rtol=1e-5)
+    np.testing.assert_allclose(float(loss(labels, noisy)), expected, rtol=1e-5)
     # The Trainer's sums, normalised by the real tokens.
     loss_sum, count, _ = smoothed_cross_entropy_stats(labels, logits, 0.1)
-    np.testing.assert_allclose(float(loss(labels, logits)),
-                               float(loss_sum / count), rtol=1e-6)
+    np.testing.assert_allclose(
+        float(loss(labels, logits)), float(loss_sum / count), rtol=1e-6
+    )
     assert float(count) == 12.0
-    clone = t2t_repro.LabelSmoothedCrossEntropy.from_config(
-        loss.get_config())
+    clone = t2t_repro.LabelSmoothedCrossEntropy.from_config(loss.get_config())
     assert clone.smoothing == 0.1 and clone.name == loss.name
-    assert t2t_repro.LabelSmoothedCrossEntropy().smoothing == \
-        TrainingOptions.label_smoothing
+    assert (
+        t2t_repro.LabelSmoothedCrossEntropy().smoothing
+        == TrainingOptions.label_smoothing
+    )
     with pytest.raises(ValueError, match="no sample_weight"):
         loss(labels, logits, sample_weight=np.ones(3, np.float32))
 
@@ -268,19 +282,22 @@ def test_keras_loss_divides_by_the_tokens_of_all_replicas():
     result = run_python(["-c", _TWO_REPLICAS])
     assert result.returncode == 0, result.stderr[-3000:]
     outputs = json.loads(result.stdout)
-    labels, logits = (np.array(outputs["labels"]),
-                      np.array(outputs["logits"], np.float32))
+    labels, logits = (
+        np.array(outputs["labels"]),
+        np.array(outputs["logits"], np.float32),
+    )
     replicas = outputs["replicas"]
     assert len(replicas) == 2
     # Keras sums the replicas' gradients, so their losses must sum to the
     # global batch's mean: each replica's sum over all 12 real tokens.
     np.testing.assert_allclose(
-        sum(replicas), ref.smoothed_cross_entropy(labels, logits, 0.1),
-        rtol=1e-5)
+        sum(replicas), ref.smoothed_cross_entropy(labels, logits, 0.1), rtol=1e-5
+    )
     np.testing.assert_allclose(
         replicas[0],
         2 / 12 * ref.smoothed_cross_entropy(labels[:2], logits[:2], 0.1),
-        rtol=1e-5)
+        rtol=1e-5,
+    )
 
 
 def _shorter_batch():
@@ -293,51 +310,67 @@ def _shorter_batch():
 
 def test_two_fit_steps_equal_two_trainer_steps(tmp_path):
     config = dataclasses.replace(SMALL, dropout=0.0, attention_dropout=0.0)
-    options = TrainingOptions(model_dir=str(tmp_path), train_steps=2,
-                              warmup_steps=2, learning_rate_scale=0.1,
-                              mixed_precision="none")
+    options = TrainingOptions(
+        model_dir=str(tmp_path),
+        train_steps=2,
+        warmup_steps=2,
+        learning_rate_scale=0.1,
+        mixed_precision="none",
+    )
     strategy = tf.distribute.MirroredStrategy()
     trainer = Trainer(config, options, strategy, tiny_vocab(), None)
     initial = trainer.model.get_weights()
-    batches = [tf.nest.map_structure(tf.constant, batch)
-               for batch in (global_batch(), _shorter_batch())]
-    step = trainer._compile_step(tf.nest.map_structure(
-        lambda t: tf.TensorSpec([None, None], t.dtype), batches[0]))
+    batches = [
+        tf.nest.map_structure(tf.constant, batch)
+        for batch in (global_batch(), _shorter_batch())
+    ]
+    step = trainer._compile_step(
+        tf.nest.map_structure(
+            lambda t: tf.TensorSpec([None, None], t.dtype), batches[0]
+        )
+    )
     trainer_losses = []
     for batch in batches:
         outputs = step((batch,))
-        trainer_losses.append(float(outputs["loss_sum"] /
-                                    outputs["target_tokens"]))
+        trainer_losses.append(float(outputs["loss_sum"] / outputs["target_tokens"]))
 
     with strategy.scope():
         model = t2t_repro.Transformer(config)
         model.set_weights(initial)
         model.compile(
-            optimizer=t2t_repro.paper_adam(t2t_repro.TransformerSchedule(
-                config.d_model, options.warmup_steps,
-                options.learning_rate_scale)),
-            loss=t2t_repro.LabelSmoothedCrossEntropy(
-                options.label_smoothing))
+            optimizer=t2t_repro.paper_adam(
+                t2t_repro.TransformerSchedule(
+                    config.d_model, options.warmup_steps, options.learning_rate_scale
+                )
+            ),
+            loss=t2t_repro.LabelSmoothedCrossEntropy(options.label_smoothing),
+        )
     dataset = tf.data.Dataset.from_tensors(batches[0]).concatenate(
-        tf.data.Dataset.from_tensors(batches[1]))
+        tf.data.Dataset.from_tensors(batches[1])
+    )
     # One step per epoch: Keras logs each step's loss, not their mean.
     history = model.fit(dataset, epochs=2, steps_per_epoch=1, verbose=0)
 
-    np.testing.assert_allclose(history.history["loss"], trainer_losses,
-                               rtol=1e-6)
+    np.testing.assert_allclose(history.history["loss"], trainer_losses, rtol=1e-6)
     # The key projection's bias has an exactly zero gradient (softmax is
     # shift-invariant per query): its Adam update is amplified round-off.
-    compared = [(mine, theirs) for mine, theirs in
-                zip(model.trainable_weights, trainer.model.trainable_weights)
-                if not mine.path.endswith("/key/bias")]
+    compared = [
+        (mine, theirs)
+        for mine, theirs in zip(
+            model.trainable_weights, trainer.model.trainable_weights
+        )
+        if not mine.path.endswith("/key/bias")
+    ]
     assert len(compared) > 30
     for mine, theirs in compared:
         # Keras numbers a process's second model "transformer_1".
         assert mine.path.split("/", 1)[1] == theirs.path.split("/", 1)[1]
-        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), atol=1e-5,
-                                   err_msg=mine.path)
-    moved = [np.abs(w.numpy() - w0).max()
-             for w, w0 in zip(model.trainable_weights, initial)]
+        np.testing.assert_allclose(
+            mine.numpy(), theirs.numpy(), atol=1e-5, err_msg=mine.path
+        )
+    moved = [
+        np.abs(w.numpy() - w0).max() for w, w0 in zip(model.trainable_weights, initial)
+    ]
     assert min(moved) > 1e-3  # every weight took both updates
 
 
@@ -357,11 +390,14 @@ class _PreemptAtEpoch(keras.callbacks.Callback):
             raise _Preempted(f"epoch {epoch}")
 
 
-def test_fit_on_the_pipeline_with_tensorboard_and_backup_and_restore(
-        tmp_path):
-    batches = training_batches(toy_pairs(), make_tokenizer(tiny_vocab()),
-                               batch_tokens=128, max_length=SMALL.max_length,
-                               shuffle_buffer=64)
+def test_fit_on_the_pipeline_with_tensorboard_and_backup_and_restore(tmp_path):
+    batches = training_batches(
+        toy_pairs(),
+        make_tokenizer(tiny_vocab()),
+        batch_tokens=128,
+        max_length=SMALL.max_length,
+        shuffle_buffer=64,
+    )
     strategy = tf.distribute.MirroredStrategy()
     logs, backup = tmp_path / "logs", tmp_path / "backup"
 
@@ -370,22 +406,32 @@ def test_fit_on_the_pipeline_with_tensorboard_and_backup_and_restore(
         returns it and its history."""
         with strategy.scope():
             model = t2t_repro.Transformer(SMALL)
-            model.compile(optimizer=t2t_repro.paper_adam(
-                t2t_repro.TransformerSchedule(SMALL.d_model,
-                                              warmup_steps=4)),
-                loss=t2t_repro.LabelSmoothedCrossEntropy())
+            model.compile(
+                optimizer=t2t_repro.paper_adam(
+                    t2t_repro.TransformerSchedule(SMALL.d_model, warmup_steps=4)
+                ),
+                loss=t2t_repro.LabelSmoothedCrossEntropy(),
+            )
         history = model.fit(
-            batches, epochs=2, steps_per_epoch=2, verbose=0,
-            callbacks=[keras.callbacks.TensorBoard(str(logs)),
-                       keras.callbacks.BackupAndRestore(str(backup)),
-                       *extra_callbacks])
+            batches,
+            epochs=2,
+            steps_per_epoch=2,
+            verbose=0,
+            callbacks=[
+                keras.callbacks.TensorBoard(str(logs)),
+                keras.callbacks.BackupAndRestore(str(backup)),
+                *extra_callbacks,
+            ],
+        )
         return model, history
 
     with pytest.raises(_Preempted):
         fit(_PreemptAtEpoch(1))
     assert tf.io.gfile.glob(str(logs / "train" / "events.out.tfevents.*"))
-    assert json.loads((backup / "training_metadata.json").read_text()) == \
-        {"epoch": 1, "batch": 0}
+    assert json.loads((backup / "training_metadata.json").read_text()) == {
+        "epoch": 1,
+        "batch": 0,
+    }
     assert (backup / "latest.weights.h5").exists()
     # The next run resumes after the backed-up epoch, with the optimizer's
     # step (and so the learning rate) restored, then drops the backup.
@@ -399,8 +445,11 @@ def test_fit_on_the_pipeline_with_tensorboard_and_backup_and_restore(
 # docs/python_api.md ----------------------------------------------------------
 
 # A ```python block, and the ```text block of what it prints if one follows.
-_EXAMPLE = re.compile(r"```python\n(?P<code>.*?)```\n(?:\n```text\n"
-                      r"(?P<output>.*?)```\n)?", re.DOTALL)
+_EXAMPLE = re.compile(
+    r"```python\n(?P<code>.*?)```\n(?:\n```text\n"
+    r"(?P<output>.*?)```\n)?",
+    re.DOTALL,
+)
 _DECIMAL = re.compile(r"-?\d+\.\d+")
 
 
@@ -410,8 +459,10 @@ def _assert_prints(printed, shown, example):
     assert _DECIMAL.sub("#", printed) == _DECIMAL.sub("#", shown), example
     np.testing.assert_allclose(
         [float(x) for x in _DECIMAL.findall(printed)],
-        [float(x) for x in _DECIMAL.findall(shown)], atol=0.05,
-        err_msg=f"example {example}")
+        [float(x) for x in _DECIMAL.findall(shown)],
+        atol=0.05,
+        err_msg=f"example {example}",
+    )
 
 
 def test_docs_examples_run(toy_run_dir, exported, tmp_path, monkeypatch):
@@ -430,7 +481,8 @@ def test_docs_examples_run(toy_run_dir, exported, tmp_path, monkeypatch):
     for number, example in enumerate(examples, 1):
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
-            exec(compile(example["code"], f"{DOCS}, example {number}",
-                         "exec"), namespace)
+            exec(
+                compile(example["code"], f"{DOCS}, example {number}", "exec"), namespace
+            )
         if example["output"] is not None:
             _assert_prints(printed.getvalue(), example["output"], number)

@@ -5,13 +5,12 @@ import stat
 
 import pytest
 
-from processes import REPO
+from helpers.processes import REPO
 
 SCRIPTS = sorted(os.listdir(os.path.join(REPO, "scripts")))
 
 
-@pytest.mark.parametrize("name", [n for n in SCRIPTS
-                                  if n.endswith((".sh", ".py"))])
+@pytest.mark.parametrize("name", [n for n in SCRIPTS if n.endswith((".sh", ".py"))])
 def test_every_script_runs_as_typed(name):
     """The docs say `scripts/reference_multi30k.sh`, not `bash ...`: each
     script needs its executable bit (from git) and an interpreter line."""
@@ -23,13 +22,46 @@ def test_every_script_runs_as_typed(name):
 
 def test_benchmarks_name_the_cpu_and_its_bf16_flags(tmp_path):
     import sys
+
     sys.path.insert(0, os.path.join(REPO, "scripts"))
     from bench_matmul import cpu_description
 
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) "
-                       "Platinum 8481C\nflags\t\t: fpu avx2 avx512f "
-                       "avx512_bf16 amx_tile amx_bf16\n\nprocessor\t: 1\n")
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) "
+        "Platinum 8481C\nflags\t\t: fpu avx2 avx512f "
+        "avx512_bf16 amx_tile amx_bf16\n\nprocessor\t: 1\n"
+    )
     assert cpu_description(str(cpuinfo)) == {
         "model": "Intel(R) Xeon(R) Platinum 8481C",
-        "flags": ["amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2"]}
+        "flags": ["amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2"],
+    }
+
+
+def test_constraints_pin_every_dependency_inside_its_range():
+    """pyproject.toml declares ranges, constraints.txt the versions the
+    results were produced with: each requirement (extras included) has one
+    pin, and the pin satisfies the range."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as handle:
+        project = tomllib.load(handle)["project"]
+    requirements = [Requirement(r) for r in project["dependencies"]]
+    for extra in project["optional-dependencies"].values():
+        requirements += [Requirement(r) for r in extra]
+    with open(os.path.join(REPO, "constraints.txt"), encoding="utf-8") as handle:
+        pins = dict(
+            line.split("==")
+            for line in handle.read().split("\n")
+            if line and not line.startswith("#")
+        )
+    for requirement in requirements:
+        if requirement.name == project["name"]:
+            continue  # the test extra names the ct2 extra
+        assert requirement.name in pins, f"{requirement.name}: no pin"
+        assert requirement.specifier.contains(pins[requirement.name]), (
+            f"{requirement.name}=={pins[requirement.name]} is outside "
+            f"{requirement.specifier}"
+        )

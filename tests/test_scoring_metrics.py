@@ -9,13 +9,17 @@ import os
 
 import pytest
 
-from processes import run_python
-from shared_data import MULTI30K, multi30k
+from helpers.processes import run_python
+from helpers.shared_data import MULTI30K, multi30k
 from t2t_repro.config import ConfigError, DecodingOptions
 from t2t_repro.data import text_files
-from t2t_repro.evaluation import (LC_TOK_BLEU_NOTE, format_scores,
-                                  literature_tokenized, sacrebleu_metric,
-                                  score_translations)
+from t2t_repro.evaluation import (
+    LC_TOK_BLEU_NOTE,
+    format_scores,
+    literature_tokenized,
+    sacrebleu_metric,
+    score_translations,
+)
 from t2t_repro.training.evaluator import DevEvaluator
 
 # "The cat sits on the mat." / "Today the weather is good.": 13a keeps each
@@ -28,7 +32,8 @@ def official_references(split, lang):
     """multi30k/dataset's data/task1/tok file: what the literature scores
     against."""
     return text_files.read_lines(
-        os.path.join(MULTI30K, "tok", f"{split}.lc.norm.tok.{lang}"))
+        os.path.join(MULTI30K, "tok", f"{split}.lc.norm.tok.{lang}")
+    )
 
 
 def bleu4(hypotheses, references):
@@ -42,11 +47,13 @@ def bleu4(hypotheses, references):
         hypothesis_length += len(hypothesis)
         reference_length += len(reference)
         for n in range(1, 5):
+
             def ngrams(words):
                 return collections.Counter(
-                    tuple(words[i:i + n]) for i in range(len(words) - n + 1))
-            matches[n - 1] += sum(
-                (ngrams(hypothesis) & ngrams(reference)).values())
+                    tuple(words[i : i + n]) for i in range(len(words) - n + 1)
+                )
+
+            matches[n - 1] += sum((ngrams(hypothesis) & ngrams(reference)).values())
             totals[n - 1] += max(len(hypothesis) - n + 1, 0)
     if 0 in matches:
         return 0.0
@@ -63,30 +70,30 @@ def bleu4(hypotheses, references):
 @pytest.mark.parametrize("split", ["val", "test_2016_flickr"])
 @pytest.mark.parametrize("lang", ["en", "de", "fr"])
 def test_raw_references_become_the_official_tokenized_files(split, lang):
-    ours = literature_tokenized(text_files.read_lines(multi30k(split, lang)),
-                                lang)
+    ours = literature_tokenized(text_files.read_lines(multi30k(split, lang)), lang)
     official = official_references(split, lang)
-    assert len(ours) == len(official) == {"val": 1014,
-                                          "test_2016_flickr": 1000}[split]
-    assert [i + 1 for i, (a, b) in enumerate(zip(ours, official))
-            if a != b] == []
+    assert len(ours) == len(official) == {"val": 1014, "test_2016_flickr": 1000}[split]
+    assert [i + 1 for i, (a, b) in enumerate(zip(ours, official)) if a != b] == []
 
 
 def test_only_case_and_spacing_changes_score_100_lowercased_tokenized():
     references = text_files.read_lines(multi30k("test_2016_flickr", "de"))
     # Upper case where it is one character (not ß -> SS), a space before
     # commas, double spaces: the Moses tokens are the same.
-    hypotheses = ["".join(c.upper() if len(c.upper()) == 1 else c
-                          for c in line).replace(", ", " , ")
-                  .replace(" ", "  ") for line in references]
-    assert score_translations(references, references,
-                              "de")["lc_tok_bleu"] == 100
+    hypotheses = [
+        "".join(c.upper() if len(c.upper()) == 1 else c for c in line)
+        .replace(", ", " , ")
+        .replace(" ", "  ")
+        for line in references
+    ]
+    assert score_translations(references, references, "de")["lc_tok_bleu"] == 100
     scores = score_translations(hypotheses, references, "de")
     assert scores["lc_tok_bleu"] == 100
     assert scores["sacrebleu"] < 100
     assert "NOT sacreBLEU" in LC_TOK_BLEU_NOTE
-    assert (f"\nlowercased tokenized BLEU 100.00 [{LC_TOK_BLEU_NOTE}]"
-            in format_scores(scores))
+    assert f"\nlowercased tokenized BLEU 100.00 [{LC_TOK_BLEU_NOTE}]" in format_scores(
+        scores
+    )
 
 
 def test_lowercased_tokenized_bleu_is_multi_bleu_on_the_official_files():
@@ -95,16 +102,20 @@ def test_lowercased_tokenized_bleu_is_multi_bleu_on_the_official_files():
     # Escaped quotes and apostrophes, which sacreBLEU's 13a (instead of
     # multi-bleu's spaces) would split: the first three references against
     # the next one, the others against themselves.
-    quoted = [i for i, line in enumerate(official)
-              if "&quot;" in line or "&apos;" in line]
+    quoted = [
+        i for i, line in enumerate(official) if "&quot;" in line or "&apos;" in line
+    ]
     hypothesis_lines = quoted[1:4] + quoted[3:]
     # Shorter than the references, so the brevity penalty counts too.
-    assert (sum(len(official[i].split()) for i in hypothesis_lines) <
-            sum(len(official[i].split()) for i in quoted))
-    scores = score_translations([raw[i] for i in hypothesis_lines],
-                                [raw[i] for i in quoted], "de")
-    expected = bleu4([official[i] for i in hypothesis_lines],
-                     [official[i] for i in quoted])
+    assert sum(len(official[i].split()) for i in hypothesis_lines) < sum(
+        len(official[i].split()) for i in quoted
+    )
+    scores = score_translations(
+        [raw[i] for i in hypothesis_lines], [raw[i] for i in quoted], "de"
+    )
+    expected = bleu4(
+        [official[i] for i in hypothesis_lines], [official[i] for i in quoted]
+    )
     assert 10 < expected < 90
     assert scores["lc_tok_bleu"] == pytest.approx(expected, abs=0.005)
     # Unigrams in common but no 4-gram: 0, not smoothed.
@@ -115,56 +126,62 @@ def test_lowercased_tokenized_bleu_is_multi_bleu_on_the_official_files():
 def test_no_target_language_means_moses_english_rules():
     # English rules split "isn't" as "isn 't"; most others as "isn' t".
     sentence = ["It isn't \"Mr. Smith's\" dog."]
-    assert literature_tokenized(sentence, None) == literature_tokenized(
-        sentence, "") == literature_tokenized(sentence, "en") == [
-            "it isn &apos;t &quot; mr. smith &apos;s &quot; dog ."]
-    assert literature_tokenized(sentence, "fr") != literature_tokenized(
-        sentence, "en")
+    assert (
+        literature_tokenized(sentence, None)
+        == literature_tokenized(sentence, "")
+        == literature_tokenized(sentence, "en")
+        == ["it isn &apos;t &quot; mr. smith &apos;s &quot; dog ."]
+    )
+    assert literature_tokenized(sentence, "fr") != literature_tokenized(sentence, "en")
 
 
-@pytest.mark.parametrize("target_lang, tokenizer", [
-    ("zh", "zh"), ("de", "13a"), (None, "13a"), ("", "13a")])
-def test_target_language_chooses_the_sacrebleu_tokenizer(target_lang,
-                                                         tokenizer):
-    scores = score_translations(CHINESE_HYPOTHESES, CHINESE_REFERENCES,
-                                target_lang)
+@pytest.mark.parametrize(
+    "target_lang, tokenizer", [("zh", "zh"), ("de", "13a"), (None, "13a"), ("", "13a")]
+)
+def test_target_language_chooses_the_sacrebleu_tokenizer(target_lang, tokenizer):
+    scores = score_translations(CHINESE_HYPOTHESES, CHINESE_REFERENCES, target_lang)
     assert f"|tok:{tokenizer}|" in scores["sacrebleu_signature"]
 
 
 def test_zh_tokenizer_changes_the_chinese_score():
     zh = score_translations(CHINESE_HYPOTHESES, CHINESE_REFERENCES, "zh")
-    thirteen_a = score_translations(CHINESE_HYPOTHESES, CHINESE_REFERENCES,
-                                    "de")
+    thirteen_a = score_translations(CHINESE_HYPOTHESES, CHINESE_REFERENCES, "de")
     assert thirteen_a["sacrebleu"] == 0 < zh["sacrebleu"]
 
 
 def test_dev_scoring_chooses_alike_and_an_explicit_tokenizer_wins():
-    scores = score_translations(CHINESE_HYPOTHESES, CHINESE_REFERENCES, "zh",
-                                sacrebleu_metric("zh", "13a"))
+    scores = score_translations(
+        CHINESE_HYPOTHESES, CHINESE_REFERENCES, "zh", sacrebleu_metric("zh", "13a")
+    )
     assert "|tok:13a|" in scores["sacrebleu_signature"]
 
     def dev_signature(**settings):
-        evaluator = DevEvaluator(dev_pairs=None, vocab_proto=None,
-                                 max_length=8, options=None, **settings)
+        evaluator = DevEvaluator(
+            dev_pairs=None, vocab_proto=None, max_length=8, options=None, **settings
+        )
         return evaluator.bleu(CHINESE_HYPOTHESES, CHINESE_REFERENCES)[1]
+
     assert "|tok:zh|" in dev_signature(target_lang="zh")
     assert "|tok:char|" in dev_signature(
-        decoding=DecodingOptions(sacrebleu_tokenize="char"), target_lang="zh")
+        decoding=DecodingOptions(sacrebleu_tokenize="char"), target_lang="zh"
+    )
 
 
-@pytest.mark.skipif(importlib.util.find_spec("MeCab") is not None,
-                    reason="the fallback without sacrebleu[ja]")
-def test_japanese_without_mecab_is_scored_by_character_with_a_warning(
-        caplog):
+@pytest.mark.skipif(
+    importlib.util.find_spec("MeCab") is not None,
+    reason="the fallback without sacrebleu[ja]",
+)
+def test_japanese_without_mecab_is_scored_by_character_with_a_warning(caplog):
     scores = score_translations(["猫が座った。"], ["猫が座っている。"], "ja")
     assert "|tok:char|" in scores["sacrebleu_signature"]
-    [warning] = [r.getMessage() for r in caplog.records
-                 if r.levelname == "WARNING"]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert "pip install sacrebleu[ja]" in warning and "\n" not in warning
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mecab_ko") is not None,
-                    reason="the error without sacrebleu[ko]")
+@pytest.mark.skipif(
+    importlib.util.find_spec("mecab_ko") is not None,
+    reason="the error without sacrebleu[ko]",
+)
 def test_an_explicit_tokenizer_without_its_extra_is_a_one_line_error():
     with pytest.raises(ConfigError) as error:
         sacrebleu_metric("ko", "ko-mecab")
@@ -174,11 +191,20 @@ def test_an_explicit_tokenizer_without_its_extra_is_a_one_line_error():
 
 
 def test_unknown_sacrebleu_tokenizer_is_a_one_line_error(tmp_path):
-    result = run_python(["-m", "t2t_repro.cli", "eval",
-                         f"--model_dir={tmp_path}",
-                         "--sacrebleu_tokenize=13b"], timeout=120)
+    result = run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "eval",
+            f"--model_dir={tmp_path}",
+            "--sacrebleu_tokenize=13b",
+        ],
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith("t2t-eval: error: flag --sacrebleu_tokenize=13b: "
-                           "value should be one of <none|zh|13a|")
+    assert line.startswith(
+        "t2t-eval: error: flag --sacrebleu_tokenize=13b: "
+        "value should be one of <none|zh|13a|"
+    )

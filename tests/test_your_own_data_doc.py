@@ -15,7 +15,7 @@ import re
 import shlex
 import subprocess
 
-from processes import REPO, quiet_environment
+from helpers.processes import REPO, quiet_environment
 
 PAGE = os.path.join(REPO, "docs", "your_own_data.md")
 FLAGS_DIR = os.path.join(REPO, "flags")
@@ -23,21 +23,52 @@ FLAGS_DIR = os.path.join(REPO, "flags")
 _SH_BLOCK = re.compile(r"^```sh\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 # Appended to every t2t-train command of the page.
-FAST = ("--vocab_size=200", "--d_model=32", "--d_ff=64", "--num_layers=1",
-        "--num_heads=2", "--train_steps=40", "--warmup_steps=10",
-        "--cooldown_steps=0", "--eval_every=40", "--checkpoint_every=40",
-        "--batch_tokens=512", "--mixed_precision=none")
+FAST = (
+    "--vocab_size=200",
+    "--d_model=32",
+    "--d_ff=64",
+    "--num_layers=1",
+    "--num_heads=2",
+    "--train_steps=40",
+    "--warmup_steps=10",
+    "--cooldown_steps=0",
+    "--eval_every=40",
+    "--checkpoint_every=40",
+    "--batch_tokens=512",
+    "--mixed_precision=none",
+)
 
 # A word-for-word English->Portuguese dictionary: enough to learn from,
 # and a language pair the recipes were not written for.
 _WORDS = {
-    "the": "o", "a": "um", "dog": "cão", "cat": "gato", "man": "homem",
-    "boy": "menino", "horse": "cavalo", "bird": "pássaro", "runs": "corre",
-    "sleeps": "dorme", "eats": "come", "sees": "vê", "jumps": "salta",
-    "big": "grande", "small": "pequeno", "red": "vermelho",
-    "black": "preto", "old": "velho", "in": "em", "on": "sobre",
-    "park": "parque", "street": "rua", "grass": "relva", "house": "casa",
-    "and": "e", "today": "hoje", "now": "agora", "here": "aqui",
+    "the": "o",
+    "a": "um",
+    "dog": "cão",
+    "cat": "gato",
+    "man": "homem",
+    "boy": "menino",
+    "horse": "cavalo",
+    "bird": "pássaro",
+    "runs": "corre",
+    "sleeps": "dorme",
+    "eats": "come",
+    "sees": "vê",
+    "jumps": "salta",
+    "big": "grande",
+    "small": "pequeno",
+    "red": "vermelho",
+    "black": "preto",
+    "old": "velho",
+    "in": "em",
+    "on": "sobre",
+    "park": "parque",
+    "street": "rua",
+    "grass": "relva",
+    "house": "casa",
+    "and": "e",
+    "today": "hoje",
+    "now": "agora",
+    "here": "aqui",
 }
 _SUBJECTS = ["dog", "cat", "man", "boy", "horse", "bird"]
 _ADJECTIVES = ["big", "small", "red", "black", "old"]
@@ -64,12 +95,13 @@ def write_corpus(directory, seed=0):
     os.makedirs(os.path.join(directory, "my_data"))
     for split, size in (("train", 400), ("dev", 12), ("test", 12)):
         sentences = [_sentence(rng) for _ in range(size)]
-        for lang, words_of in (("en", lambda s: s),
-                               ("pt", lambda s: [_WORDS[w] for w in s])):
+        for lang, words_of in (
+            ("en", lambda s: s),
+            ("pt", lambda s: [_WORDS[w] for w in s]),
+        ):
             path = os.path.join(directory, "my_data", f"{split}.{lang}")
             with open(path, "w", encoding="utf-8") as handle:
-                handle.writelines(" ".join(words_of(s)) + "\n"
-                                  for s in sentences)
+                handle.writelines(" ".join(words_of(s)) + "\n" for s in sentences)
 
 
 def page_commands(text):
@@ -80,8 +112,7 @@ def page_commands(text):
         for line in block.splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
-                assert not line.endswith("\\"), (
-                    f"one command per line, please: {line}")
+                assert not line.endswith("\\"), f"one command per line, please: {line}"
                 commands.append(line)
     return commands
 
@@ -110,11 +141,16 @@ def run_page(directory, flags_dir=FLAGS_DIR):
             assert not re.search(r"[<>|;&]", command), command
             command = " ".join([command, *FAST])
         result = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-c", command], cwd=directory,
-            env=quiet_environment(), capture_output=True, text=True,
-            timeout=300)
+            ["bash", "-e", "-o", "pipefail", "-c", command],
+            cwd=directory,
+            env=quiet_environment(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert result.returncode == 0, (
-            f"{command}\nexit {result.returncode}\n{result.stderr[-3000:]}")
+            f"{command}\nexit {result.returncode}\n{result.stderr[-3000:]}"
+        )
         results.append((written, result))
     return results
 
@@ -138,6 +174,7 @@ def test_the_page_takes_a_new_language_pair_to_an_exported_model(tmp_path):
             base = tmp_path / _flag(words, "export_dir")
             versions = os.listdir(base)
             assert versions and all(
-                (base / v / "saved_model.pb").exists() for v in versions)
+                (base / v / "saved_model.pb").exists() for v in versions
+            )
             exported += 1
     assert translated and exported

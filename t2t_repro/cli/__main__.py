@@ -22,9 +22,10 @@ def tools():
     in name order."""
     scripts = {}
     for entry_point in metadata.entry_points(group="console_scripts"):
-        if (entry_point.name.startswith(_PREFIX) and
-                entry_point.value.startswith("t2t_repro.cli.")):
-            scripts[entry_point.name[len(_PREFIX):]] = entry_point
+        if entry_point.name.startswith(_PREFIX) and entry_point.value.startswith(
+            "t2t_repro.cli."
+        ):
+            scripts[entry_point.name[len(_PREFIX) :]] = entry_point
     return dict(sorted(scripts.items()))
 
 
@@ -32,7 +33,9 @@ def summary(entry_point):
     """The tool's docstring's first paragraph on one line, without its
     "t2t-NAME: " lead; read from the source, since importing every tool
     would start each one's flags (and --help must stay fast)."""
-    path = importlib.util.find_spec(entry_point.module).origin
+    spec = importlib.util.find_spec(entry_point.module)
+    assert spec is not None and spec.origin is not None, entry_point.module
+    path = spec.origin
     with open(path, encoding="utf-8") as handle:
         docstring = ast.get_docstring(ast.parse(handle.read())) or ""
     paragraph = " ".join(docstring.split("\n\n")[0].split())
@@ -41,12 +44,16 @@ def summary(entry_point):
 
 def usage(scripts):
     width = max(map(len, scripts))
-    lines = [("usage: t2t TOOL [--flags]   (or: python -m t2t_repro.cli "
-              "TOOL [--flags])"),
-             "runs t2t-TOOL; `t2t TOOL --help` lists its flags.", "",
-             "tools:"]
-    lines += [f"  {name:<{width}}  {summary(entry_point)}"
-              for name, entry_point in scripts.items()]
+    lines = [
+        ("usage: t2t TOOL [--flags]   (or: python -m t2t_repro.cli TOOL [--flags])"),
+        "runs t2t-TOOL; `t2t TOOL --help` lists its flags.",
+        "",
+        "tools:",
+    ]
+    lines += [
+        f"  {name:<{width}}  {summary(entry_point)}"
+        for name, entry_point in scripts.items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -59,8 +66,10 @@ def main():
         sys.exit(0 if asked else 2)
     name = sys.argv[1]
     if name not in scripts:
-        sys.stderr.write(f"t2t: error: no tool {name!r}; the tools: "
-                         f"{', '.join(scripts)} (t2t --help)\n")
+        sys.stderr.write(
+            f"t2t: error: no tool {name!r}; the tools: "
+            f"{', '.join(scripts)} (t2t --help)\n"
+        )
         sys.exit(2)
     sys.argv[:2] = [scripts[name].name]
     scripts[name].load()()

@@ -17,20 +17,29 @@ head; e.g. figure 4 is `--style=lines --layers=4 --heads=4,5
 from absl import app, flags
 
 from t2t_repro.cli import common
-from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
-                                 define_decoding_flags)
+from t2t_repro.cli.flags import (
+    decoding_from_flags,
+    define_checkpoint,
+    define_decoding_flags,
+)
 
 define_checkpoint()
 flags.DEFINE_string("sentence", None, "Source sentence to translate.")
-flags.DEFINE_string("layers", "", "Comma-separated layer indices (default: "
-                    "all).")
-flags.DEFINE_string("heads", "", "Comma-separated head indices (default: "
-                    "all).")
-flags.DEFINE_string("queries", "", "--style=lines: comma-separated query "
-                    "positions (subword pieces, from 0) whose lines are "
-                    "drawn (default: all).")
-flags.DEFINE_enum("style", "heatmap", ["heatmap", "lines"],
-                  "Heat maps, or the paper's connection plots.")
+flags.DEFINE_string("layers", "", "Comma-separated layer indices (default: all).")
+flags.DEFINE_string("heads", "", "Comma-separated head indices (default: all).")
+flags.DEFINE_string(
+    "queries",
+    "",
+    "--style=lines: comma-separated query "
+    "positions (subword pieces, from 0) whose lines are "
+    "drawn (default: all).",
+)
+flags.DEFINE_enum(
+    "style",
+    "heatmap",
+    ["heatmap", "lines"],
+    "Heat maps, or the paper's connection plots.",
+)
 flags.DEFINE_string("output_prefix", "attention", "PNG path prefix.")
 define_decoding_flags()
 flags.mark_flags_as_required(["model_dir", "sentence"])
@@ -43,26 +52,32 @@ def _parse_indices(text, count, name, owner="the model"):
     try:
         indices = [int(part) for part in text.split(",")]
     except ValueError:
-        raise app.UsageError(f"--{name}={text}: give comma-separated "
-                             f"indices, e.g. --{name}=0,1") from None
+        raise app.UsageError(
+            f"--{name}={text}: give comma-separated indices, e.g. --{name}=0,1"
+        ) from None
     bad = [i for i in indices if not 0 <= i < count]
     if bad:
-        raise app.UsageError(f"--{name}={text}: {bad} out of range; "
-                             f"{owner} has {count} {name}")
+        raise app.UsageError(
+            f"--{name}={text}: {bad} out of range; {owner} has {count} {name}"
+        )
     return indices
 
 
 def main():
+    from t2t_repro.checkpoints import RunDir
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.inference import Translator
-    from t2t_repro.checkpoints import RunDir
-    from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
-                                         plot_attention, plot_attention_lines,
-                                         translation_ids)
+    from t2t_repro.visualization import (
+        KINDS,
+        attention_maps,
+        figure_png,
+        plot_attention,
+        plot_attention_lines,
+        translation_ids,
+    )
 
     model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
-    translator = Translator(model, make_tokenizer(proto),
-                            decoding_from_flags())
+    translator = Translator(model, make_tokenizer(proto), decoding_from_flags())
     output = translation_ids(translator, FLAGS.sentence)
     maps = attention_maps(model, translator.tokenizer, FLAGS.sentence, output)
     heads = _parse_indices(FLAGS.heads, model.config.num_heads, "heads")
@@ -71,16 +86,21 @@ def main():
         layers = _parse_indices(FLAGS.layers, weights.shape[0], "layers")
         title = f"{kind.replace('_', ' ')} attention"
         if FLAGS.style == "heatmap":
-            figures = {f"{FLAGS.output_prefix}_{kind}.png": plot_attention(
-                weights, queries, keys, layers, heads, title)}
-        else:
-            chosen = _parse_indices(FLAGS.queries, len(queries), "queries",
-                                    f"its {kind} attention")
             figures = {
-                f"{FLAGS.output_prefix}_{kind}_layer{layer}.png":
-                plot_attention_lines(weights, queries, keys, layer, heads,
-                                     chosen, title)
-                for layer in layers}
+                f"{FLAGS.output_prefix}_{kind}.png": plot_attention(
+                    weights, queries, keys, layers, heads, title
+                )
+            }
+        else:
+            chosen = _parse_indices(
+                FLAGS.queries, len(queries), "queries", f"its {kind} attention"
+            )
+            figures = {
+                f"{FLAGS.output_prefix}_{kind}_layer{layer}.png": plot_attention_lines(
+                    weights, queries, keys, layer, heads, chosen, title
+                )
+                for layer in layers
+            }
         for path, figure in figures.items():
             with open(path, "wb") as handle:
                 handle.write(figure_png(figure))
@@ -89,4 +109,3 @@ def main():
 
 def run():
     common.run(main)
-

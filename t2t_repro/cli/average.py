@@ -16,11 +16,17 @@ from t2t_repro.cli.flags import define_model_dir
 
 define_model_dir()
 flags.DEFINE_string("output_dir", None, "New model_dir for the average.")
-flags.DEFINE_integer("num_checkpoints", 5, "How many checkpoints to "
-                     "average.", lower_bound=1)
-flags.DEFINE_enum("select", "last", ["last", "best"], "Average the newest "
-                  "checkpoints, or those with the highest dev BLEU (kept by "
-                  "t2t-train --keep_best).")
+flags.DEFINE_integer(
+    "num_checkpoints", 5, "How many checkpoints to average.", lower_bound=1
+)
+flags.DEFINE_enum(
+    "select",
+    "last",
+    ["last", "best"],
+    "Average the newest "
+    "checkpoints, or those with the highest dev BLEU (kept by "
+    "t2t-train --keep_best).",
+)
 flags.mark_flags_as_required(["model_dir", "output_dir"])
 
 FLAGS = flags.FLAGS
@@ -29,10 +35,12 @@ FLAGS = flags.FLAGS
 def main():
     from t2t_repro.checkpoints import RunDir
 
-    print(RunDir(FLAGS.model_dir).average(
-        FLAGS.output_dir, FLAGS.num_checkpoints, FLAGS.select))
+    print(
+        RunDir(FLAGS.model_dir).average(
+            FLAGS.output_dir, FLAGS.num_checkpoints, FLAGS.select
+        )
+    )
 
 
 def run():
     common.run(main)
-

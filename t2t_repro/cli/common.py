@@ -33,18 +33,21 @@ from t2t_repro.training import TrainingError
 
 FLAGS = flags.FLAGS
 # Errors that describe the user's input or files, not a bug.
-USER_ERRORS = (app.UsageError, DataError, ConfigError, TrainingError,
-               OSError)
+USER_ERRORS = (app.UsageError, DataError, ConfigError, TrainingError, OSError)
 # TensorFlow's file-system errors (tf.io.gfile, SavedModel writing).
-_TENSORFLOW_FILE_ERRORS = ("NotFoundError", "PermissionDeniedError",
-                           "AlreadyExistsError")
+_TENSORFLOW_FILE_ERRORS = (
+    "NotFoundError",
+    "PermissionDeniedError",
+    "AlreadyExistsError",
+)
 # Start-up lines TensorFlow writes to stderr whatever the log level.
 _START_UP_NOISE = re.compile(
     r"All log messages before absl::InitializeLog|port\.cc:.*oneDNN|"
     r"cudart_stub\.cc|cpu_feature_guard\.cc|To enable the following "
     r"instructions|cuda_platform\.cc|cuda_executor\.cc|cuda_dnn\.cc|"
     r"cuda_fft\.cc|cuda_blas\.cc|Unable to register cu|computation_placer|"
-    r"absl::InitializeLog\(\) is called")
+    r"absl::InitializeLog\(\) is called"
+)
 
 
 def _register_key_flags():
@@ -54,8 +57,7 @@ def _register_key_flags():
     for module, module_flags in FLAGS.flags_by_module_dict().items():
         if module.startswith("t2t_repro"):
             for flag in module_flags:
-                if (module != cli_flags.__name__ or
-                        flag.name in cli_flags.SHOWN):
+                if module != cli_flags.__name__ or flag.name in cli_flags.SHOWN:
                     FLAGS.register_key_flag_for_module(main_module, flag)
 
 
@@ -64,7 +66,7 @@ def _flags_by_topic():
     in order: the tool's own flags (its module's, `streaming.py`'s) under
     the tool's name, then those of `cli/flags.py` under their topics."""
     tool = sys.argv[0]
-    groups = {}
+    groups: dict[str, dict] = {}
     for flag in FLAGS.get_key_flags_for_module(tool):
         if flag.name not in FLAGS or FLAGS[flag.name] is not flag:
             continue  # overridden since (absl's help skips it too)
@@ -74,8 +76,11 @@ def _flags_by_topic():
         groups.setdefault(topic, {})[flag.name] = flag
     order = [tool, *cli_flags.TOPIC_ORDER]
     order += sorted(set(groups) - set(order))
-    return [(topic, [groups[topic][name] for name in sorted(groups[topic])])
-            for topic in order if topic in groups]
+    return [
+        (topic, [groups[topic][name] for name in sorted(groups[topic])])
+        for topic in order
+        if topic in groups
+    ]
 
 
 def _flag_help(flag):
@@ -84,23 +89,27 @@ def _flag_help(flag):
     name = f"--[no]{flag.name}" if flag.boolean else f"--{flag.name}"
     if flag.short_name:
         name = f"-{flag.short_name},{name}"
-    lines = [flags.text_wrap(f"{name}: {flag.help or ''}", indent="    ",
-                             firstline_indent="  ")]
+    lines = [
+        flags.text_wrap(
+            f"{name}: {flag.help or ''}", indent="    ", firstline_indent="  "
+        )
+    ]
     if flag.default_as_str:
-        lines.append(flags.text_wrap(f"(default: {flag.default_as_str})",
-                                     indent="    "))
+        lines.append(
+            flags.text_wrap(f"(default: {flag.default_as_str})", indent="    ")
+        )
     if flag.parser.syntactic_help:
-        lines.append(flags.text_wrap(f"({flag.parser.syntactic_help})",
-                                     indent="    "))
+        lines.append(flags.text_wrap(f"({flag.parser.syntactic_help})", indent="    "))
     return "\n".join(lines)
 
 
 def help_text():
     """The tool's --help: its docstring, then its flags by topic."""
-    doc = (sys.modules["__main__"].__doc__ or
-           f"\nUSAGE: {sys.argv[0]} [flags]\n")
-    sections = [f"{topic}:\n" + "\n".join(map(_flag_help, topic_flags))
-                for topic, topic_flags in _flags_by_topic()]
+    doc = sys.modules["__main__"].__doc__ or f"\nUSAGE: {sys.argv[0]} [flags]\n"
+    sections = [
+        f"{topic}:\n" + "\n".join(map(_flag_help, topic_flags))
+        for topic, topic_flags in _flags_by_topic()
+    ]
     text = doc
     if sections:
         text += "\nflags:\n\n" + "\n\n".join(sections) + "\n"
@@ -112,8 +121,14 @@ class _HelpFlag(flags.BooleanFlag):
     absl's), writing `help_text()`."""
 
     def __init__(self, name, short_name):
-        super().__init__(name, False, "show this help", short_name=short_name,
-                         allow_hide_cpp=True, allow_override=True)
+        super().__init__(
+            name,
+            False,
+            "show this help",
+            short_name=short_name,
+            allow_hide_cpp=True,
+            allow_override=True,
+        )
 
     def parse(self, argument):
         super().parse(argument)
@@ -122,8 +137,7 @@ class _HelpFlag(flags.BooleanFlag):
                 sys.stdout.write(help_text())
                 sys.stdout.flush()
             except BrokenPipeError:  # e.g. `t2t-train --help | head`
-                os.dup2(os.open(os.devnull, os.O_WRONLY),
-                        sys.stdout.fileno())
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(1)
 
 
@@ -131,8 +145,7 @@ def _define_help_flags():
     """absl's help flags, with --help (-?) and --helpshort (-h) ours."""
     app.define_help_flags()  # idempotent: app.run keeps ours
     for name, short_name in (("help", "?"), ("helpshort", "h")):
-        flags.DEFINE_flag(_HelpFlag(name, short_name),
-                          module_name=app.__name__)
+        flags.DEFINE_flag(_HelpFlag(name, short_name), module_name=app.__name__)
 
 
 def wants_tensorflow_logs():
@@ -187,17 +200,20 @@ def _is_full_disk(error):
     """TensorFlow's error for a write to a full disk (ResourceExhausted,
     which is also its out-of-memory error)."""
     tf = sys.modules.get("tensorflow")
-    return (tf is not None and
-            isinstance(error, tf.errors.ResourceExhaustedError) and
-            "No space left on device" in str(error))
+    return (
+        tf is not None
+        and isinstance(error, tf.errors.ResourceExhaustedError)
+        and "No space left on device" in str(error)
+    )
 
 
 def _is_user_error(error):
     if isinstance(error, USER_ERRORS) or _is_full_disk(error):
         return True
     tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(error, tuple(
-        getattr(tf.errors, name) for name in _TENSORFLOW_FILE_ERRORS))
+    return tf is not None and isinstance(
+        error, tuple(getattr(tf.errors, name) for name in _TENSORFLOW_FILE_ERRORS)
+    )
 
 
 def _parse_flags(argv):
@@ -230,10 +246,11 @@ def run(main, positional_arguments=False, tensorflow=True):
             if positional_arguments:
                 return main(argv[1:])
             if len(argv) > 1:
-                raise app.UsageError(f"unexpected arguments {argv[1:]}: "
-                                     "every input is a --flag")
+                raise app.UsageError(
+                    f"unexpected arguments {argv[1:]}: every input is a --flag"
+                )
             return main()
-        except Exception as error:  # noqa: BLE001 (bugs are re-raised)
+        except Exception as error:  # bugs are re-raised below
             if not _is_user_error(error):
                 raise
             _exit_with_error(_describe(error))

@@ -17,11 +17,16 @@ import os
 from absl import flags
 
 from t2t_repro.cli import common
-from t2t_repro.cli.flags import (accept_training_flagfiles,
-                                 check_command_line_model_flags,
-                                 corpus_from_flags, decoding_from_flags,
-                                 define_checkpoint, define_data_flags,
-                                 define_decoding_flags, define_precision)
+from t2t_repro.cli.flags import (
+    accept_training_flagfiles,
+    check_command_line_model_flags,
+    corpus_from_flags,
+    decoding_from_flags,
+    define_checkpoint,
+    define_data_flags,
+    define_decoding_flags,
+    define_precision,
+)
 from t2t_repro.data import DataError
 
 accept_training_flagfiles()  # the run's --flagfile
@@ -30,14 +35,22 @@ define_decoding_flags()
 define_precision()
 define_checkpoint()
 flags.mark_flag_as_required("model_dir")
-flags.DEFINE_string("output_dir", None, "Where hypotheses and scores go "
-                    "(default: MODEL_DIR/eval).")
+flags.DEFINE_string(
+    "output_dir", None, "Where hypotheses and scores go (default: MODEL_DIR/eval)."
+)
 
 FLAGS = flags.FLAGS
 # Translation's and parsing's scores (t2t_repro/evaluation.py).
-_SUMMARY_SCORES = ("sacrebleu", "chrf", "tokenized_bleu", "lc_tok_bleu",
-                   "bracket_f1", "bracket_precision", "bracket_recall",
-                   "exact_match")
+_SUMMARY_SCORES = (
+    "sacrebleu",
+    "chrf",
+    "tokenized_bleu",
+    "lc_tok_bleu",
+    "bracket_f1",
+    "bracket_precision",
+    "bracket_recall",
+    "exact_match",
+)
 
 
 def write_results(output_dir, name, hypotheses, scores):
@@ -59,44 +72,46 @@ def write_summaries(log_dir, step, scores):
             if key in scores:
                 tf.summary.scalar(key, scores[key])
         if "sacrebleu_signature" in scores:
-            tf.summary.text("sacrebleu_signature",
-                            scores["sacrebleu_signature"])
+            tf.summary.text("sacrebleu_signature", scores["sacrebleu_signature"])
 
 
 def main():
-    from t2t_repro.data.vocabulary import make_tokenizer
-    from t2t_repro.evaluation import format_scores, score_corpus
     from t2t_repro.checkpoints import CONFIG_FILENAME, RunDir, checkpoint_step
+    from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.precision import in_precision, resolve_precision
+    from t2t_repro.evaluation import format_scores, score_corpus
 
     corpus = corpus_from_flags("test")
     if corpus is None:
         raise DataError("give --test_src/--test_tgt or --tfds_name")
     run_dir = RunDir(FLAGS.model_dir)
-    check_command_line_model_flags(run_dir.load_config(),
-                                   run_dir.file(CONFIG_FILENAME))
+    check_command_line_model_flags(run_dir.load_config(), run_dir.file(CONFIG_FILENAME))
     model, proto, checkpoint = run_dir.load_model(FLAGS.checkpoint)
     precision = resolve_precision(FLAGS.precision)
     model = in_precision(model, precision)
     hypotheses, _, scores = score_corpus(
-        model, make_tokenizer(proto), corpus, decoding_from_flags(),
-        progress=True)
+        model, make_tokenizer(proto), corpus, decoding_from_flags(), progress=True
+    )
     step = checkpoint_step(checkpoint)
     test_name = os.path.basename(corpus.name)
-    scores.update(checkpoint=checkpoint, step=step, test=test_name,
-                  beam_size=FLAGS.beam_size, alpha=FLAGS.alpha,
-                  precision=precision)
+    scores.update(
+        checkpoint=checkpoint,
+        step=step,
+        test=test_name,
+        beam_size=FLAGS.beam_size,
+        alpha=FLAGS.alpha,
+        precision=precision,
+    )
     # A bf16 evaluation of a step is kept apart from the float32 one.
     suffix = "" if precision == "fp32" else f"_{precision}"
-    write_summaries(os.path.join(FLAGS.model_dir, "eval" + suffix), step,
-                    scores)
+    write_summaries(os.path.join(FLAGS.model_dir, "eval" + suffix), step, scores)
     output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, "eval")
-    base = write_results(output_dir, f"{test_name}.step{step}{suffix}",
-                         hypotheses, scores)
+    base = write_results(
+        output_dir, f"{test_name}.step{step}{suffix}", hypotheses, scores
+    )
     print(format_scores(scores))
     print(f"hypotheses and scores: {base}.hyp, {base}.json")
 
 
 def run():
     common.run(main)
-

@@ -19,45 +19,67 @@ import dataclasses
 from absl import flags
 
 from t2t_repro.cli import common
-from t2t_repro.config import (CT2_QUANTIZATIONS, DEFAULT_WARMUP_REQUESTS,
-                              ServingLimits)
-from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
-                                 define_decoding_flags, define_precision,
-                                 define_settings, settings_from_flags)
+from t2t_repro.cli.flags import (
+    decoding_from_flags,
+    define_checkpoint,
+    define_decoding_flags,
+    define_precision,
+    define_settings,
+    settings_from_flags,
+)
+from t2t_repro.config import CT2_QUANTIZATIONS, DEFAULT_WARMUP_REQUESTS, ServingLimits
 
 define_checkpoint()
-flags.DEFINE_string("export_dir", None, "Base directory of the model's "
-                    "versions.")
-flags.DEFINE_integer("version", None, "Version subdirectory (default: the "
-                     "checkpoint's step).", lower_bound=0)
+flags.DEFINE_string("export_dir", None, "Base directory of the model's versions.")
+flags.DEFINE_integer(
+    "version",
+    None,
+    "Version subdirectory (default: the checkpoint's step).",
+    lower_bound=0,
+)
 define_decoding_flags()  # --beam_size and --alpha: serving_default's
 define_settings(ServingLimits)  # --max_beam_size, ...: what a request may ask
 define_precision()  # the SavedModel's; CTranslate2 has --quantization
-flags.DEFINE_enum("format", "saved_model", ["saved_model", "ctranslate2"],
-                  "saved_model: a TF Serving version directory; "
-                  "ctranslate2: a CTranslate2 model (pip install -e "
-                  "'.[ct2]').")
-flags.DEFINE_enum("quantization", None, list(CT2_QUANTIZATIONS),
-                  "CTranslate2 weight type (default float32); only with "
-                  "--format=ctranslate2.")
-flags.DEFINE_bool("export_jit_compile", False,
-                  "XLA-compile serving_default's decoder; TF Serving must "
-                  "then run with --xla_cpu_compilation_enabled=true.")
-flags.DEFINE_integer("warmup_requests", DEFAULT_WARMUP_REQUESTS,
-                     "Warm-up requests written to assets.extra/ for TF "
-                     "Serving to replay at load time (one sentence each, "
-                     "bucket widths from shortest to longest); 0: none.",
-                     lower_bound=0, upper_bound=1000)
+flags.DEFINE_enum(
+    "format",
+    "saved_model",
+    ["saved_model", "ctranslate2"],
+    "saved_model: a TF Serving version directory; "
+    "ctranslate2: a CTranslate2 model (pip install -e "
+    "'.[ct2]').",
+)
+flags.DEFINE_enum(
+    "quantization",
+    None,
+    list(CT2_QUANTIZATIONS),
+    "CTranslate2 weight type (default float32); only with --format=ctranslate2.",
+)
+flags.DEFINE_bool(
+    "export_jit_compile",
+    False,
+    "XLA-compile serving_default's decoder; TF Serving must "
+    "then run with --xla_cpu_compilation_enabled=true.",
+)
+flags.DEFINE_integer(
+    "warmup_requests",
+    DEFAULT_WARMUP_REQUESTS,
+    "Warm-up requests written to assets.extra/ for TF "
+    "Serving to replay at load time (one sentence each, "
+    "bucket widths from shortest to longest); 0: none.",
+    lower_bound=0,
+    upper_bound=1000,
+)
 flags.mark_flags_as_required(["model_dir", "export_dir"])
 flags.register_multi_flags_validator(
     ["format", "quantization"],
     lambda f: f["quantization"] is None or f["format"] == "ctranslate2",
-    message="--quantization is for --format=ctranslate2")
+    message="--quantization is for --format=ctranslate2",
+)
 flags.register_multi_flags_validator(
     ["format", "precision"],
     lambda f: f["precision"] == "fp32" or f["format"] == "saved_model",
-    message="--precision is for SavedModels; --format=ctranslate2 has "
-    "--quantization")
+    message="--precision is for SavedModels; --format=ctranslate2 has --quantization",
+)
 
 FLAGS = flags.FLAGS
 
@@ -66,20 +88,30 @@ def main():
     if FLAGS.format == "ctranslate2":
         from t2t_repro.ct2 import export_ctranslate2
 
-        print(export_ctranslate2(FLAGS.model_dir, FLAGS.export_dir,
-                                 FLAGS.checkpoint, FLAGS.quantization))
+        print(
+            export_ctranslate2(
+                FLAGS.model_dir, FLAGS.export_dir, FLAGS.checkpoint, FLAGS.quantization
+            )
+        )
         return
     from t2t_repro.serving import export_saved_model
 
-    decoding = dataclasses.replace(decoding_from_flags(),
-                                   jit_compile=FLAGS.export_jit_compile)
-    print(export_saved_model(FLAGS.model_dir, FLAGS.export_dir,
-                             FLAGS.version, FLAGS.checkpoint, decoding,
-                             FLAGS.warmup_requests,
-                             limits=settings_from_flags(ServingLimits),
-                             precision=FLAGS.precision))
+    decoding = dataclasses.replace(
+        decoding_from_flags(), jit_compile=FLAGS.export_jit_compile
+    )
+    print(
+        export_saved_model(
+            FLAGS.model_dir,
+            FLAGS.export_dir,
+            FLAGS.version,
+            FLAGS.checkpoint,
+            decoding,
+            FLAGS.warmup_requests,
+            limits=settings_from_flags(ServingLimits),
+            precision=FLAGS.precision,
+        )
+    )
 
 
 def run():
     common.run(main)
-

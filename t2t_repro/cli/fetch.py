@@ -24,28 +24,48 @@ from absl import app, flags
 from t2t_repro.cli import common
 from t2t_repro.data import fetch
 
-flags.DEFINE_string("data_dir", None, "Directory the files go to (created "
-                    "if needed). Default: data/<data set>, e.g. "
-                    "data/multi30k, under the current directory.")
-flags.DEFINE_list("splits", list(fetch.MULTI30K_DEFAULT_SPLITS),
-                  "Comma-separated splits to fetch, of: "
-                  f"{', '.join(fetch.MULTI30K_SPLITS)}.")
-flags.DEFINE_list("langs", list(fetch.MULTI30K_LANGS), "Comma-separated "
-                  "languages to fetch, of: "
-                  f"{', '.join(fetch.MULTI30K_LANGS)}.")
-flags.DEFINE_string("local_copy", None, "Directory holding (some of) the "
-                    "files under the same names, e.g. a copy shipped beside "
-                    "the checkout: the files it holds are copied from it "
-                    "(hash checked) instead of downloaded. If it or a file "
-                    "is missing, that file is downloaded.")
-flags.DEFINE_string("base_url", fetch.MULTI30K_BASE_URL, "URL of the folder "
-                    "holding the raw files, each found by its name; the "
-                    "tokenized references are read from its sibling folder "
-                    "tok/. Change it to use a mirror.")
-flags.DEFINE_bool("tokenized_references", False, "Also fetch the official "
-                  "lowercased, tokenized references of val and "
-                  "test_2016_flickr (what the multimodal-MT literature "
-                  "scores against) into <data_dir>/tok/.")
+flags.DEFINE_string(
+    "data_dir",
+    None,
+    "Directory the files go to (created "
+    "if needed). Default: data/<data set>, e.g. "
+    "data/multi30k, under the current directory.",
+)
+flags.DEFINE_list(
+    "splits",
+    list(fetch.MULTI30K_DEFAULT_SPLITS),
+    f"Comma-separated splits to fetch, of: {', '.join(fetch.MULTI30K_SPLITS)}.",
+)
+flags.DEFINE_list(
+    "langs",
+    list(fetch.MULTI30K_LANGS),
+    f"Comma-separated languages to fetch, of: {', '.join(fetch.MULTI30K_LANGS)}.",
+)
+flags.DEFINE_string(
+    "local_copy",
+    None,
+    "Directory holding (some of) the "
+    "files under the same names, e.g. a copy shipped beside "
+    "the checkout: the files it holds are copied from it "
+    "(hash checked) instead of downloaded. If it or a file "
+    "is missing, that file is downloaded.",
+)
+flags.DEFINE_string(
+    "base_url",
+    fetch.MULTI30K_BASE_URL,
+    "URL of the folder "
+    "holding the raw files, each found by its name; the "
+    "tokenized references are read from its sibling folder "
+    "tok/. Change it to use a mirror.",
+)
+flags.DEFINE_bool(
+    "tokenized_references",
+    False,
+    "Also fetch the official "
+    "lowercased, tokenized references of val and "
+    "test_2016_flickr (what the multimodal-MT literature "
+    "scores against) into <data_dir>/tok/.",
+)
 
 FLAGS = flags.FLAGS
 
@@ -53,16 +73,20 @@ FLAGS = flags.FLAGS
 def main(data_sets):
     known = f"(known: {', '.join(fetch.FETCHERS)})"
     if len(data_sets) != 1:
-        raise app.UsageError(f"name one data set to fetch {known}, not "
-                             f"{len(data_sets)}")
+        raise app.UsageError(
+            f"name one data set to fetch {known}, not {len(data_sets)}"
+        )
     name = data_sets[0]
     if name not in fetch.FETCHERS:
         raise app.UsageError(f"unknown data set {name!r} {known}")
     fetch.FETCHERS[name](
-        FLAGS.data_dir or os.path.join("data", name), splits=FLAGS.splits,
-        langs=FLAGS.langs, local_copy=FLAGS.local_copy,
+        FLAGS.data_dir or os.path.join("data", name),
+        splits=FLAGS.splits,
+        langs=FLAGS.langs,
+        local_copy=FLAGS.local_copy,
         base_url=FLAGS.base_url,
-        tokenized_references=FLAGS.tokenized_references)
+        tokenized_references=FLAGS.tokenized_references,
+    )
 
 
 def run():

@@ -26,7 +26,7 @@ _STACKS = ("num_encoder_layers", "num_decoder_layers")
 # Names of this module's flags that the running tool reads: `common.run`
 # lists them in its --help. A tool that takes a training flagfile defines
 # every training flag (`accept_training_flagfiles`), most of them unread.
-SHOWN = set()
+SHOWN: set[str] = set()
 
 # The headings of a tool's --help, in their order there after the tool's
 # own (its module's flags, under its name).
@@ -37,15 +37,16 @@ TRAINING = "Training"
 FINE_TUNING = "Fine-tuning"
 DECODING = "Decoding"
 SERVING_LIMITS = "Serving limits"
-TOPIC_ORDER = (RUN_DIR, DATA, MODEL, TRAINING, FINE_TUNING, DECODING,
-               SERVING_LIMITS)
+TOPIC_ORDER = (RUN_DIR, DATA, MODEL, TRAINING, FINE_TUNING, DECODING, SERVING_LIMITS)
 # The topic of each settings class's flags.
-SETTINGS_TOPICS = {config_lib.TransformerConfig: MODEL,
-                   config_lib.TrainingOptions: TRAINING,
-                   config_lib.DecodingOptions: DECODING,
-                   config_lib.ServingLimits: SERVING_LIMITS}
+SETTINGS_TOPICS = {
+    config_lib.TransformerConfig: MODEL,
+    config_lib.TrainingOptions: TRAINING,
+    config_lib.DecodingOptions: DECODING,
+    config_lib.ServingLimits: SERVING_LIMITS,
+}
 # {name: topic} of this module's flags: the heading --help lists it under.
-TOPICS = {}
+TOPICS: dict[str, str] = {}
 
 
 def _define(define, name, *args, topic, show=True, **kwargs):
@@ -68,8 +69,10 @@ def _settings_topic(field):
     for settings_class, topic in SETTINGS_TOPICS.items():
         if any(field is own for own in dataclasses.fields(settings_class)):
             return topic
-    raise ValueError(f"{field.name}: not a field of a settings class of "
-                     "SETTINGS_TOPICS (give its flag a topic)")
+    raise ValueError(
+        f"{field.name}: not a field of a settings class of "
+        "SETTINGS_TOPICS (give its flag a topic)"
+    )
 
 
 def _define_setting(field, show, topic=None):
@@ -80,20 +83,39 @@ def _define_setting(field, show, topic=None):
     bounds = {k: meta[k] for k in ("lower_bound", "upper_bound") if k in meta}
     topic = topic or _settings_topic(field)
     if "choices" in meta:
-        _define(flags.DEFINE_enum, name, default, list(meta["choices"]),
-                help_text, topic=topic, show=show)
+        _define(
+            flags.DEFINE_enum,
+            name,
+            default,
+            list(meta["choices"]),
+            help_text,
+            topic=topic,
+            show=show,
+        )
     elif field.type is bool:
-        _define(flags.DEFINE_bool, name, default, help_text, topic=topic,
-                show=show)
+        _define(flags.DEFINE_bool, name, default, help_text, topic=topic, show=show)
     elif field.type is int:
-        _define(flags.DEFINE_integer, name, default, help_text, topic=topic,
-                show=show, **bounds)
+        _define(
+            flags.DEFINE_integer,
+            name,
+            default,
+            help_text,
+            topic=topic,
+            show=show,
+            **bounds,
+        )
     elif field.type is float:
-        _define(flags.DEFINE_float, name, default, help_text, topic=topic,
-                show=show, **bounds)
+        _define(
+            flags.DEFINE_float,
+            name,
+            default,
+            help_text,
+            topic=topic,
+            show=show,
+            **bounds,
+        )
     else:
-        _define(flags.DEFINE_string, name, default, help_text, topic=topic,
-                show=show)
+        _define(flags.DEFINE_string, name, default, help_text, topic=topic, show=show)
 
 
 def define_settings(settings_class, show=True):
@@ -105,33 +127,57 @@ def define_settings(settings_class, show=True):
 
 def settings_from_flags(settings_class, **overrides):
     """`settings_class` filled from the parsed flags, then `overrides`."""
-    values = {field.name: FLAGS[flag_name(field)].value
-              for field in dataclasses.fields(settings_class)
-              if flag_name(field) in FLAGS}
+    values = {
+        field.name: FLAGS[flag_name(field)].value
+        for field in dataclasses.fields(settings_class)
+        if flag_name(field) in FLAGS
+    }
     return settings_class(**{**values, **overrides})
 
 
 # The run directory and its checkpoint ---------------------------------------
 
+
 def define_model_dir(show=True):
-    _define(flags.DEFINE_string, "model_dir", None, "Run directory: "
-            "checkpoints, vocabulary, config and TensorBoard events "
-            "(t2t-train or t2t-average).", topic=RUN_DIR, show=show)
+    _define(
+        flags.DEFINE_string,
+        "model_dir",
+        None,
+        "Run directory: "
+        "checkpoints, vocabulary, config and TensorBoard events "
+        "(t2t-train or t2t-average).",
+        topic=RUN_DIR,
+        show=show,
+    )
 
 
 def define_checkpoint():
     define_model_dir()
-    _define(flags.DEFINE_string, "checkpoint", None, "Checkpoint of "
-            "--model_dir to use (default: the latest).", topic=RUN_DIR)
+    _define(
+        flags.DEFINE_string,
+        "checkpoint",
+        None,
+        "Checkpoint of --model_dir to use (default: the latest).",
+        topic=RUN_DIR,
+    )
 
 
 # The model -----------------------------------------------------------------
 
+
 def define_model_flags(show=True):
     """The `TransformerConfig` fields, and --num_layers for both stacks."""
-    _define(flags.DEFINE_integer, "num_layers", None, "Encoder and decoder "
-            "layers N (each); --num_encoder_layers/--num_decoder_layers "
-            "override it.", lower_bound=1, topic=MODEL, show=show)
+    _define(
+        flags.DEFINE_integer,
+        "num_layers",
+        None,
+        "Encoder and decoder "
+        "layers N (each); --num_encoder_layers/--num_decoder_layers "
+        "override it.",
+        lower_bound=1,
+        topic=MODEL,
+        show=show,
+    )
     define_settings(config_lib.TransformerConfig, show)
 
 
@@ -139,8 +185,7 @@ def _depths_from_num_layers():
     """{stack: --num_layers} for the stacks whose own flag is not given."""
     if FLAGS.num_layers is None:
         return {}
-    return {stack: FLAGS.num_layers for stack in _STACKS
-            if not FLAGS[stack].present}
+    return {stack: FLAGS.num_layers for stack in _STACKS if not FLAGS[stack].present}
 
 
 def model_config_from_flags(vocab_size=None):
@@ -169,11 +214,16 @@ def model_flags_given(command_line_only=False):
     """{TransformerConfig field: value} of the model flags given, in a
     flagfile or on the command line (with `command_line_only`, on the
     command line itself); --num_layers counts for the stacks it sets."""
-    given = (_command_line_flag_names(sys.argv) if command_line_only else
-             {name for name in FLAGS if FLAGS[name].present})
-    values = {field.name: FLAGS[flag_name(field)].value
-              for field in dataclasses.fields(config_lib.TransformerConfig)
-              if flag_name(field) in given}
+    given = (
+        _command_line_flag_names(sys.argv)
+        if command_line_only
+        else {name for name in FLAGS if FLAGS[name].present}
+    )
+    values = {
+        field.name: FLAGS[flag_name(field)].value
+        for field in dataclasses.fields(config_lib.TransformerConfig)
+        if flag_name(field) in given
+    }
     if "num_layers" in given:
         values.update(_depths_from_num_layers())
     return values
@@ -182,9 +232,11 @@ def model_flags_given(command_line_only=False):
 def model_differences(given, config):
     """'d_model 256 != 512, ...': the `given` values (flag value first)
     that differ from `config`'s; empty if none."""
-    return ", ".join(f"{name} {value} != {getattr(config, name)}"
-                     for name, value in given.items()
-                     if value != getattr(config, name))
+    return ", ".join(
+        f"{name} {value} != {getattr(config, name)}"
+        for name, value in given.items()
+        if value != getattr(config, name)
+    )
 
 
 def check_command_line_model_flags(config, config_path):
@@ -193,59 +245,113 @@ def check_command_line_model_flags(config, config_path):
     flags): it would be silently ignored. A flagfile's model flags are not
     checked: a training recipe describes other runs too, and a run may
     have overridden it."""
-    differences = model_differences(
-        model_flags_given(command_line_only=True), config)
+    differences = model_differences(model_flags_given(command_line_only=True), config)
     if differences:
-        raise ConfigError(f"the model is {config_path}'s, and the command "
-                          f"line's model flags differ: {differences}")
+        raise ConfigError(
+            f"the model is {config_path}'s, and the command "
+            f"line's model flags differ: {differences}"
+        )
 
 
 # Data ----------------------------------------------------------------------
+
 
 def define_data_flags(splits=SPLITS, show=True):
     """Flags naming the train/dev/test data; those of `splits` shown."""
     validate = "train_src" not in FLAGS  # the validators, once
     for split in SPLITS:
         shown = show and split in splits
-        _define(flags.DEFINE_string, f"{split}_src", None,
-                f"{split} source text file, one sentence a line (.gz "
-                "allowed).", topic=DATA, show=shown)
-        _define(flags.DEFINE_string, f"{split}_tgt", None,
-                f"{split} target text file, line-aligned with "
-                f"--{split}_src.", topic=DATA, show=shown)
-        _define(flags.DEFINE_string, f"tfds_{split}_split",
-                {"dev": "validation"}.get(split, split),
-                f"TFDS {split} split.", topic=DATA, show=shown)
-        _define(flags.DEFINE_string, f"{split}_trees", None,
-                f"{split} treebank for the parsing task: one bracketed (Penn "
-                "Treebank style) tree a line; words in, linearised trees "
-                "out (t2t_repro/parsing.py).", topic=DATA, show=shown)
-    _define(flags.DEFINE_string, "tfds_name", None,
-            "TFDS translation builder, e.g. wmt14_translate/de-en (used for "
-            "splits without text files).", topic=DATA, show=show)
-    _define(flags.DEFINE_string, "source_lang", None, "Source language "
-            "code, e.g. en (the TFDS direction).", topic=DATA, show=show)
-    _define(flags.DEFINE_string, "target_lang", None, "Target language "
-            "code, e.g. de: the TFDS direction, and how BLEU tokenizes "
-            "(German compounds, zh/ja/ko). flags/data/*.cfg set it.",
-            topic=DATA, show=show)
-    _define(flags.DEFINE_string, "tfds_data_dir", None,
-            "TFDS data directory.", topic=DATA, show=show)
-    _define(flags.DEFINE_string, "tfds_manual_dir", None,
-            "Directory of manually downloaded TFDS archives.", topic=DATA,
-            show=show)
+        _define(
+            flags.DEFINE_string,
+            f"{split}_src",
+            None,
+            f"{split} source text file, one sentence a line (.gz allowed).",
+            topic=DATA,
+            show=shown,
+        )
+        _define(
+            flags.DEFINE_string,
+            f"{split}_tgt",
+            None,
+            f"{split} target text file, line-aligned with --{split}_src.",
+            topic=DATA,
+            show=shown,
+        )
+        _define(
+            flags.DEFINE_string,
+            f"tfds_{split}_split",
+            {"dev": "validation"}.get(split, split),
+            f"TFDS {split} split.",
+            topic=DATA,
+            show=shown,
+        )
+        _define(
+            flags.DEFINE_string,
+            f"{split}_trees",
+            None,
+            f"{split} treebank for the parsing task: one bracketed (Penn "
+            "Treebank style) tree a line; words in, linearised trees "
+            "out (t2t_repro/parsing.py).",
+            topic=DATA,
+            show=shown,
+        )
+    _define(
+        flags.DEFINE_string,
+        "tfds_name",
+        None,
+        "TFDS translation builder, e.g. wmt14_translate/de-en (used for "
+        "splits without text files).",
+        topic=DATA,
+        show=show,
+    )
+    _define(
+        flags.DEFINE_string,
+        "source_lang",
+        None,
+        "Source language code, e.g. en (the TFDS direction).",
+        topic=DATA,
+        show=show,
+    )
+    _define(
+        flags.DEFINE_string,
+        "target_lang",
+        None,
+        "Target language "
+        "code, e.g. de: the TFDS direction, and how BLEU tokenizes "
+        "(German compounds, zh/ja/ko). flags/data/*.cfg set it.",
+        topic=DATA,
+        show=show,
+    )
+    _define(
+        flags.DEFINE_string,
+        "tfds_data_dir",
+        None,
+        "TFDS data directory.",
+        topic=DATA,
+        show=show,
+    )
+    _define(
+        flags.DEFINE_string,
+        "tfds_manual_dir",
+        None,
+        "Directory of manually downloaded TFDS archives.",
+        topic=DATA,
+        show=show,
+    )
     if not validate:
         return
     for split in SPLITS:
         flags.register_multi_flags_validator(
             [f"{split}_src", f"{split}_tgt"],
             lambda values: len({v is None for v in values.values()}) == 1,
-            message=f"--{split}_src and --{split}_tgt go together")
+            message=f"--{split}_src and --{split}_tgt go together",
+        )
         flags.register_multi_flags_validator(
             [f"{split}_src", f"{split}_trees"],
             lambda values: None in values.values(),
             message=f"--{split}_trees (parsing) or --{split}_src "
-            "(translation), not both")
+            "(translation), not both",
+        )
 
 
 def corpus_from_flags(split):
@@ -254,24 +360,32 @@ def corpus_from_flags(split):
 
     if FLAGS[f"{split}_trees"].value:
         return Corpus(trees_path=FLAGS[f"{split}_trees"].value)
-    languages = {"source_lang": FLAGS.source_lang,
-                 "target_lang": FLAGS.target_lang}
+    languages = {"source_lang": FLAGS.source_lang, "target_lang": FLAGS.target_lang}
     if FLAGS[f"{split}_src"].value:
-        return Corpus(source_path=FLAGS[f"{split}_src"].value,
-                      target_path=FLAGS[f"{split}_tgt"].value, **languages)
+        return Corpus(
+            source_path=FLAGS[f"{split}_src"].value,
+            target_path=FLAGS[f"{split}_tgt"].value,
+            **languages,
+        )
     if FLAGS.tfds_name:
         if not (FLAGS.source_lang and FLAGS.target_lang):
-            raise DataError(f"--tfds_name={FLAGS.tfds_name} needs "
-                            "--source_lang and --target_lang (the "
-                            "direction, e.g. en and de)")
-        return Corpus(tfds_name=FLAGS.tfds_name,
-                      tfds_split=FLAGS[f"tfds_{split}_split"].value,
-                      tfds_data_dir=FLAGS.tfds_data_dir,
-                      tfds_manual_dir=FLAGS.tfds_manual_dir, **languages)
+            raise DataError(
+                f"--tfds_name={FLAGS.tfds_name} needs "
+                "--source_lang and --target_lang (the "
+                "direction, e.g. en and de)"
+            )
+        return Corpus(
+            tfds_name=FLAGS.tfds_name,
+            tfds_split=FLAGS[f"tfds_{split}_split"].value,
+            tfds_data_dir=FLAGS.tfds_data_dir,
+            tfds_manual_dir=FLAGS.tfds_manual_dir,
+            **languages,
+        )
     return None
 
 
 # Training ------------------------------------------------------------------
+
 
 def define_training_flags(show=True):
     """Every t2t-train flag."""
@@ -281,37 +395,78 @@ def define_training_flags(show=True):
     define_model_dir(show)
     define_settings(config_lib.TrainingOptions, show)
     define_decoding_flags(show)  # how the test set is decoded after training
-    _define(flags.DEFINE_integer, "average_last", 1, "Translate the test "
-            "set with the average of the last N checkpoints (the paper "
-            "averages 5), written to MODEL_DIR/average for "
-            "t2t-eval/t2t-export.", lower_bound=1, topic=RUN_DIR,
-            show=show)
-    _define(flags.DEFINE_integer, "vocab_sample_pairs", 2_000_000,
-            "Training pairs read to learn the SentencePiece model.",
-            lower_bound=1, topic=DATA, show=show)
-    _define(flags.DEFINE_enum, "spm_model_type", "bpe", ["bpe", "unigram"],
-            "SentencePiece model type.", topic=DATA, show=show)
-    _define(flags.DEFINE_integer, "cpu_devices", 1, "Split the CPU into "
-            "this many logical devices and mirror over them.",
-            lower_bound=1, topic=TRAINING, show=show)
-    _define(flags.DEFINE_string, "init_from", None, "Fine-tune: start a "
-            "new run from another run's weights, RUN_DIR (its latest "
-            "checkpoint) or RUN_DIR/ckpt-N. Its config.json and spm.model "
-            "are copied into --model_dir (a model flag that differs is "
-            "refused); the optimizer and the learning-rate schedule start "
-            "afresh at step 0. The source is only read. Ignored once "
-            "--model_dir has checkpoints: the run resumes from them "
-            "(docs/fine_tuning.md).", topic=FINE_TUNING, show=show)
-    _define(flags.DEFINE_bool, "init_optimizer_slots", False, "With "
-            "--init_from, also take the source checkpoint's Adam moments; "
-            "the step, and so the learning-rate schedule, still start at "
-            "0.", topic=FINE_TUNING, show=show)
+    _define(
+        flags.DEFINE_integer,
+        "average_last",
+        1,
+        "Translate the test "
+        "set with the average of the last N checkpoints (the paper "
+        "averages 5), written to MODEL_DIR/average for "
+        "t2t-eval/t2t-export.",
+        lower_bound=1,
+        topic=RUN_DIR,
+        show=show,
+    )
+    _define(
+        flags.DEFINE_integer,
+        "vocab_sample_pairs",
+        2_000_000,
+        "Training pairs read to learn the SentencePiece model.",
+        lower_bound=1,
+        topic=DATA,
+        show=show,
+    )
+    _define(
+        flags.DEFINE_enum,
+        "spm_model_type",
+        "bpe",
+        ["bpe", "unigram"],
+        "SentencePiece model type.",
+        topic=DATA,
+        show=show,
+    )
+    _define(
+        flags.DEFINE_integer,
+        "cpu_devices",
+        1,
+        "Split the CPU into this many logical devices and mirror over them.",
+        lower_bound=1,
+        topic=TRAINING,
+        show=show,
+    )
+    _define(
+        flags.DEFINE_string,
+        "init_from",
+        None,
+        "Fine-tune: start a "
+        "new run from another run's weights, RUN_DIR (its latest "
+        "checkpoint) or RUN_DIR/ckpt-N. Its config.json and spm.model "
+        "are copied into --model_dir (a model flag that differs is "
+        "refused); the optimizer and the learning-rate schedule start "
+        "afresh at step 0. The source is only read. Ignored once "
+        "--model_dir has checkpoints: the run resumes from them "
+        "(docs/fine_tuning.md).",
+        topic=FINE_TUNING,
+        show=show,
+    )
+    _define(
+        flags.DEFINE_bool,
+        "init_optimizer_slots",
+        False,
+        "With "
+        "--init_from, also take the source checkpoint's Adam moments; "
+        "the step, and so the learning-rate schedule, still start at "
+        "0.",
+        topic=FINE_TUNING,
+        show=show,
+    )
     if validate:
         flags.register_multi_flags_validator(
             ["average_last", "keep_checkpoints"],
             lambda v: v["average_last"] <= v["keep_checkpoints"],
             message="--average_last cannot exceed --keep_checkpoints (the "
-            "checkpoints it averages must still be there)")
+            "checkpoints it averages must still be there)",
+        )
 
 
 def accept_training_flagfiles():
@@ -323,16 +478,22 @@ def accept_training_flagfiles():
 
 # Decoding ------------------------------------------------------------------
 
+
 def define_precision():
-    _define(flags.DEFINE_enum, "precision", "fp32",
-            list(config_lib.DECODING_PRECISIONS),
-            "Decode with float32 weights and matmuls, or bf16 ones (softmax, "
-            "LayerNorm and scores computed in float32): faster where bf16 "
-            "matmuls are much faster (CPUs with AMX), at some rounding of "
-            "the scores; auto: bf16 where this machine's bf16 matmuls run "
-            f"at least {config_lib.BF16_DECODING_SPEEDUP:g}x float32, "
-            "measured at start-up "
-            "(docs/translating.md#bf16-decoding).", topic=DECODING)
+    _define(
+        flags.DEFINE_enum,
+        "precision",
+        "fp32",
+        list(config_lib.DECODING_PRECISIONS),
+        "Decode with float32 weights and matmuls, or bf16 ones (softmax, "
+        "LayerNorm and scores computed in float32): faster where bf16 "
+        "matmuls are much faster (CPUs with AMX), at some rounding of "
+        "the scores; auto: bf16 where this machine's bf16 matmuls run "
+        f"at least {config_lib.BF16_DECODING_SPEEDUP:g}x float32, "
+        "measured at start-up "
+        "(docs/translating.md#bf16-decoding).",
+        topic=DECODING,
+    )
 
 
 def define_decoding_flags(show=True):

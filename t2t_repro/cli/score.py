@@ -53,12 +53,18 @@ from t2t_repro.cli.streaming import define_streaming_flags, run_stream
 from t2t_repro.config import DecodingOptions
 
 cli_flags.define_checkpoint()
-flags.DEFINE_string("saved_model", None, "A t2t-export version directory, "
-                    "instead of --model_dir.")
-flags.DEFINE_string("src", None, "Source sentences, one per line (.gz "
-                    "allowed).", required=True)
-flags.DEFINE_string("tgt", None, "Their translations, line-aligned with "
-                    "--src (.gz allowed).", required=True)
+flags.DEFINE_string(
+    "saved_model", None, "A t2t-export version directory, instead of --model_dir."
+)
+flags.DEFINE_string(
+    "src", None, "Source sentences, one per line (.gz allowed).", required=True
+)
+flags.DEFINE_string(
+    "tgt",
+    None,
+    "Their translations, line-aligned with --src (.gz allowed).",
+    required=True,
+)
 define_streaming_flags("Where to write the scores; - for stdout.")
 # Of the decoding settings, only those scoring uses.
 for _field in dataclasses.fields(DecodingOptions):
@@ -67,7 +73,8 @@ for _field in dataclasses.fields(DecodingOptions):
 flags.register_multi_flags_validator(
     ["model_dir", "saved_model"],
     lambda f: sum(f[name] is not None for name in f) == 1,
-    message="give exactly one of --model_dir and --saved_model")
+    message="give exactly one of --model_dir and --saved_model",
+)
 
 FLAGS = flags.FLAGS
 
@@ -85,8 +92,7 @@ def make_scorer():
 
 
 def main():
-    from t2t_repro.data.text_files import (check_parallel_files,
-                                           numbered_lines)
+    from t2t_repro.data.text_files import check_parallel_files, numbered_lines
     from t2t_repro.inference import warn_truncated
 
     # Before the model loads: misaligned files fail in seconds.
@@ -94,18 +100,27 @@ def main():
     scorer = make_scorer()
 
     def score(pairs, first_index, progress):
-        results, truncated = scorer.score([source for source, _ in pairs],
-                                          [target for _, target in pairs],
-                                          progress)
-        return [f"{r.log_prob:.6f}\t{r.target_tokens}\t{r.per_token:.6f}\t"
-                f"{r.score:.6f}" for r in results], truncated
+        results, truncated = scorer.score(
+            [source for source, _ in pairs], [target for _, target in pairs], progress
+        )
+        return [
+            f"{r.log_prob:.6f}\t{r.target_tokens}\t{r.per_token:.6f}\t{r.score:.6f}"
+            for r in results
+        ], truncated
 
-    pairs = ((source, target) for (_, source), (_, target) in zip(
-        numbered_lines(FLAGS.src), numbered_lines(FLAGS.tgt)))
-    scored, truncated = run_stream(pairs, lines, score, 1, FLAGS.src,
-                                   "scored", "pairs")
-    warn_truncated(truncated, scored, "pairs",
-                   "a cut side is scored on its first max_length tokens")
+    pairs = (
+        (source, target)
+        for (_, source), (_, target) in zip(
+            numbered_lines(FLAGS.src), numbered_lines(FLAGS.tgt)
+        )
+    )
+    scored, truncated = run_stream(pairs, lines, score, 1, FLAGS.src, "scored", "pairs")
+    warn_truncated(
+        truncated,
+        scored,
+        "pairs",
+        "a cut side is scored on its first max_length tokens",
+    )
 
 
 def run():

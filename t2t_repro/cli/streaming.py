@@ -24,23 +24,36 @@ def define_streaming_flags(output_help):
     if "buffer_size" in FLAGS:
         return
     flags.DEFINE_string("output", STDOUT, output_help)
-    flags.DEFINE_integer("buffer_size", 1000, "Input lines read, processed "
-                         "and written at a time: memory is bounded by it, "
-                         "and batches are sorted by length within it (a "
-                         "larger buffer pads less).", lower_bound=1)
-    flags.DEFINE_bool("resume", False, "Continue an interrupted run: keep "
-                      "the complete lines --output already holds (a partial "
-                      "last line is cut off), skip as many inputs and "
-                      "append the rest. Use the same flags as the "
-                      "interrupted run. Without it, --output is overwritten.")
-    flags.DEFINE_bool("progress", True, "Show progress on stderr: a bar "
-                      "with rate and ETA on a terminal, else a line every "
-                      "30 s and one at the end.")
+    flags.DEFINE_integer(
+        "buffer_size",
+        1000,
+        "Input lines read, processed "
+        "and written at a time: memory is bounded by it, "
+        "and batches are sorted by length within it (a "
+        "larger buffer pads less).",
+        lower_bound=1,
+    )
+    flags.DEFINE_bool(
+        "resume",
+        False,
+        "Continue an interrupted run: keep "
+        "the complete lines --output already holds (a partial "
+        "last line is cut off), skip as many inputs and "
+        "append the rest. Use the same flags as the "
+        "interrupted run. Without it, --output is overwritten.",
+    )
+    flags.DEFINE_bool(
+        "progress",
+        True,
+        "Show progress on stderr: a bar "
+        "with rate and ETA on a terminal, else a line every "
+        "30 s and one at the end.",
+    )
     flags.register_multi_flags_validator(
         ["resume", "output"],
         lambda values: not values["resume"] or values["output"] != STDOUT,
-        message="--resume continues an --output file; stdout cannot be "
-        "resumed")
+        message="--resume continues an --output file; stdout cannot be resumed",
+    )
 
 
 def count_lines(path):
@@ -79,9 +92,11 @@ def skip_done(items, done, output, input_name):
     DataError if there are fewer."""
     skipped = sum(1 for _ in itertools.islice(items, done))
     if skipped < done:
-        raise DataError(f"{output} holds the output of {done} inputs but "
-                        f"{input_name} has {skipped}: not its output, or "
-                        "other flags (--n_best)")
+        raise DataError(
+            f"{output} holds the output of {done} inputs but "
+            f"{input_name} has {skipped}: not its output, or "
+            "other flags (--n_best)"
+        )
 
 
 def _chunks(items, size):
@@ -89,8 +104,7 @@ def _chunks(items, size):
         yield chunk
 
 
-def run_stream(items, total, process, lines_per_input, input_name, verb,
-               unit):
+def run_stream(items, total, process, lines_per_input, input_name, verb, unit):
     """Processes `items`, an iterator of inputs (`total` of them, None if
     unknown), in chunks of --buffer_size, appending each chunk's output
     lines to --output (stdout for -) as UTF-8, flushed, whatever the
@@ -115,10 +129,13 @@ def run_stream(items, total, process, lines_per_input, input_name, verb,
     done = resume_point(FLAGS.output, lines_per_input) if FLAGS.resume else 0
     if done:
         skip_done(items, done, FLAGS.output, input_name)
-        logging.info("--resume: %s holds %d inputs' output; going on from "
-                     "input %d", FLAGS.output, done, done + 1)
-    progress = (Progress(total, verb, unit, initial=done) if FLAGS.progress
-                else None)
+        logging.info(
+            "--resume: %s holds %d inputs' output; going on from input %d",
+            FLAGS.output,
+            done,
+            done + 1,
+        )
+    progress = Progress(total, verb, unit, initial=done) if FLAGS.progress else None
     if FLAGS.output == STDOUT:
         sys.stdout.flush()
         handle = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
@@ -127,10 +144,8 @@ def run_stream(items, total, process, lines_per_input, input_name, verb,
     processed = truncated = 0
     with handle:
         for chunk in _chunks(items, FLAGS.buffer_size):
-            lines, chunk_truncated = process(chunk, done + processed,
-                                             progress)
-            handle.write("".join(line + "\n" for line in lines).encode(
-                "utf-8"))
+            lines, chunk_truncated = process(chunk, done + processed, progress)
+            handle.write("".join(line + "\n" for line in lines).encode("utf-8"))
             handle.flush()
             processed += len(chunk)
             truncated += chunk_truncated

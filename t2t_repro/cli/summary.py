@@ -1,11 +1,14 @@
 """t2t-summary: print the model's layers and parameter count for a config.
 
-    t2t-summary --flagfile=flags/base.cfg --vocab_size=37000
+t2t-summary --flagfile=flags/base.cfg --vocab_size=37000
 """
 
 from t2t_repro.cli import common
-from t2t_repro.cli.flags import (accept_training_flagfiles,
-                                 define_model_flags, model_config_from_flags)
+from t2t_repro.cli.flags import (
+    accept_training_flagfiles,
+    define_model_flags,
+    model_config_from_flags,
+)
 
 accept_training_flagfiles()  # e.g. flags/multi30k.cfg
 define_model_flags()
@@ -13,12 +16,14 @@ define_model_flags()
 
 def parameter_rows(model):
     """(sub-layer path, weight shapes, parameter count), in creation order."""
-    rows = {}
+    rows: dict[str, tuple[list, int]] = {}
     for weight in model.weights:
         layer_path, _, _ = weight.path.rpartition("/")
         shapes, count = rows.get(layer_path, ([], 0))
-        rows[layer_path] = (shapes + [tuple(weight.shape)],
-                            count + int(weight.numpy().size))
+        rows[layer_path] = (
+            shapes + [tuple(weight.shape)],
+            count + int(weight.numpy().size),
+        )
     return [(path, shapes, count) for path, (shapes, count) in rows.items()]
 
 
@@ -35,4 +40,3 @@ def main():
 
 def run():
     common.run(main)
-

@@ -18,10 +18,16 @@ import sys
 from absl import flags, logging
 
 from t2t_repro.cli import common
-from t2t_repro.cli.flags import (SPLITS, corpus_from_flags,
-                                 decoding_from_flags, define_training_flags,
-                                 model_config_from_flags, model_differences,
-                                 model_flags_given, settings_from_flags)
+from t2t_repro.cli.flags import (
+    SPLITS,
+    corpus_from_flags,
+    decoding_from_flags,
+    define_training_flags,
+    model_config_from_flags,
+    model_differences,
+    model_flags_given,
+    settings_from_flags,
+)
 from t2t_repro.config import ConfigError, TrainingOptions
 from t2t_repro.data import DataError
 
@@ -37,12 +43,20 @@ def vocabulary_trainer(corpus):
 
     def train(path):
         sentences = corpus.sentences(FLAGS.vocab_sample_pairs)
-        logging.info("training a %d-piece %s SentencePiece model on %d "
-                     "sentences", FLAGS.vocab_size, FLAGS.spm_model_type,
-                     len(sentences))
+        logging.info(
+            "training a %d-piece %s SentencePiece model on %d sentences",
+            FLAGS.vocab_size,
+            FLAGS.spm_model_type,
+            len(sentences),
+        )
         vocabulary.train_sentencepiece(
-            sentences, FLAGS.vocab_size, path,
-            model_type=FLAGS.spm_model_type, seed=FLAGS.seed)
+            sentences,
+            FLAGS.vocab_size,
+            path,
+            model_type=FLAGS.spm_model_type,
+            seed=FLAGS.seed,
+        )
+
     return train
 
 
@@ -55,8 +69,9 @@ def fine_tuning_start(run_dir, is_chief):
     from t2t_repro.checkpoints import CONFIG_FILENAME
 
     if run_dir.latest_checkpoint():
-        logging.info("--init_from ignored: %s has checkpoints, resuming "
-                     "from them", run_dir.path)
+        logging.info(
+            "--init_from ignored: %s has checkpoints, resuming from them", run_dir.path
+        )
         model_run, checkpoint = run_dir, None
     else:
         model_run, checkpoint = fine_tuning.source_of(FLAGS.init_from)
@@ -65,9 +80,11 @@ def fine_tuning_start(run_dir, is_chief):
     given.pop("vocab_size", None)
     differences = model_differences(given, model_run.load_config())
     if differences:
-        raise ConfigError(f"--init_from: the model differs from "
-                          f"{model_run.file(CONFIG_FILENAME)}: "
-                          f"{differences}")
+        raise ConfigError(
+            f"--init_from: the model differs from "
+            f"{model_run.file(CONFIG_FILENAME)}: "
+            f"{differences}"
+        )
     if checkpoint and is_chief:
         fine_tuning.copy_model_and_vocabulary(model_run, run_dir)
     return checkpoint
@@ -75,9 +92,9 @@ def fine_tuning_start(run_dir, is_chief):
 
 def main():
     from t2t_repro import fine_tuning
-    from t2t_repro.training import distribution
     from t2t_repro.checkpoints import RunDir, checkpoint_step
     from t2t_repro.data import pipeline, vocabulary
+    from t2t_repro.training import distribution
     from t2t_repro.training.evaluator import DevEvaluator
     from t2t_repro.training.trainer import Trainer
 
@@ -88,48 +105,75 @@ def main():
         if corpus is not None:
             corpus.check_files()
     strategy = distribution.make_strategy(FLAGS.cpu_devices)
-    logging.info("%d replica(s) with %s", strategy.num_replicas_in_sync,
-                 type(strategy).__name__)
+    logging.info(
+        "%d replica(s) with %s", strategy.num_replicas_in_sync, type(strategy).__name__
+    )
     train_pairs = train_corpus.pairs()
     dev_pairs = dev_corpus.pairs() if dev_corpus else None
     if dev_corpus is None and (FLAGS.keep_best or FLAGS.patience):
-        raise DataError("--keep_best and --patience rank checkpoints by "
-                        "dev BLEU: give --dev_src/--dev_tgt or --tfds_name")
+        raise DataError(
+            "--keep_best and --patience rank checkpoints by "
+            "dev BLEU: give --dev_src/--dev_tgt or --tfds_name"
+        )
     run_dir = RunDir(FLAGS.model_dir)
     if distribution.is_chief(strategy):
         # Before the vocabulary is written (the Trainer takes it too).
         run_dir.lock_for_training()
-    init_checkpoint = (fine_tuning_start(run_dir,
-                                         distribution.is_chief(strategy))
-                       if FLAGS.init_from else None)
-    proto = run_dir.ensure_vocabulary(vocabulary_trainer(train_corpus),
-                                      distribution.is_chief(strategy))
+    init_checkpoint = (
+        fine_tuning_start(run_dir, distribution.is_chief(strategy))
+        if FLAGS.init_from
+        else None
+    )
+    proto = run_dir.ensure_vocabulary(
+        vocabulary_trainer(train_corpus), distribution.is_chief(strategy)
+    )
     # A fine-tuned run's model is its config.json, the source's copy.
-    model_config = (run_dir.load_config() if FLAGS.init_from else
-                    model_config_from_flags(
-                        vocab_size=vocabulary.vocab_size_of(proto)))
+    model_config = (
+        run_dir.load_config()
+        if FLAGS.init_from
+        else model_config_from_flags(vocab_size=vocabulary.vocab_size_of(proto))
+    )
     pipeline.check_a_pair_fits(
-        train_pairs, vocabulary.make_tokenizer(proto),
-        model_config.max_length, FLAGS.overlong,
-        train_corpus.trees_path or train_corpus.source_path or
-        FLAGS.tfds_name)
+        train_pairs,
+        vocabulary.make_tokenizer(proto),
+        model_config.max_length,
+        FLAGS.overlong,
+        train_corpus.trees_path or train_corpus.source_path or FLAGS.tfds_name,
+    )
     options = settings_from_flags(TrainingOptions)
-    evaluator = None if dev_pairs is None else DevEvaluator(
-        dev_pairs, proto, model_config.max_length, options,
-        decoding_from_flags(), parsing=bool(dev_corpus.trees_path),
-        target_lang=dev_corpus.target_lang)
-    trainer = Trainer(model_config, options, strategy, proto, train_pairs,
-                      evaluator, data_sources={"train": train_corpus,
-                                               "dev": dev_corpus})
+    evaluator = (
+        None
+        if dev_pairs is None
+        else DevEvaluator(
+            dev_pairs,
+            proto,
+            model_config.max_length,
+            options,
+            decoding_from_flags(),
+            parsing=bool(dev_corpus.trees_path),
+            target_lang=dev_corpus.target_lang,
+        )
+    )
+    trainer = Trainer(
+        model_config,
+        options,
+        strategy,
+        proto,
+        train_pairs,
+        evaluator,
+        data_sources={"train": train_corpus, "dev": dev_corpus},
+    )
     if init_checkpoint:
-        fine_tuning.initialize(trainer, init_checkpoint,
-                               FLAGS.init_optimizer_slots)
+        fine_tuning.initialize(trainer, init_checkpoint, FLAGS.init_optimizer_slots)
     trainer.train()
     if trainer.interrupted_by is not None:
         # A scheduler must see that the run did not finish.
-        logging.warning("stopped by signal %d at step %d, checkpoint saved; "
-                        "the same command resumes", trainer.interrupted_by,
-                        trainer.step)
+        logging.warning(
+            "stopped by signal %d at step %d, checkpoint saved; "
+            "the same command resumes",
+            trainer.interrupted_by,
+            trainer.step,
+        )
         sys.exit(128 + trainer.interrupted_by)
     if test_corpus is not None and trainer.is_chief:
         from t2t_repro.evaluation import format_scores, score_corpus
@@ -141,14 +185,16 @@ def main():
             steps = ", ".join(str(checkpoint_step(p)) for p in paths)
             described = f"average of steps {steps} in {average.path}"
         decoding = decoding_from_flags()
-        _, _, scores = score_corpus(model, trainer.tokenizer, test_corpus,
-                                    decoding, progress=True)
-        print(f"test: {test_corpus.name}, "
-              f"{scores['sentences']} sentences, beam {decoding.beam_size}, "
-              f"alpha {decoding.alpha}, {described}")
+        _, _, scores = score_corpus(
+            model, trainer.tokenizer, test_corpus, decoding, progress=True
+        )
+        print(
+            f"test: {test_corpus.name}, "
+            f"{scores['sentences']} sentences, beam {decoding.beam_size}, "
+            f"alpha {decoding.alpha}, {described}"
+        )
         print(format_scores(scores))
 
 
 def run():
     common.run(main)
-

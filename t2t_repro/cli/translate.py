@@ -38,48 +38,65 @@ translations.
 from absl import flags
 
 from t2t_repro.cli import common
-from t2t_repro.cli.flags import (decoding_from_flags, define_checkpoint,
-                                 define_decoding_flags, define_precision)
-from t2t_repro.cli.streaming import (count_lines, define_streaming_flags,
-                                     run_stream)
+from t2t_repro.cli.flags import (
+    decoding_from_flags,
+    define_checkpoint,
+    define_decoding_flags,
+    define_precision,
+)
+from t2t_repro.cli.streaming import count_lines, define_streaming_flags, run_stream
 
 define_checkpoint()
-flags.DEFINE_string("saved_model", None, "A t2t-export version directory, "
-                    "instead of --model_dir.")
-flags.DEFINE_string("ctranslate2", None, "A t2t-export --format=ctranslate2 "
-                    "directory, instead of --model_dir.")
-flags.DEFINE_integer("threads", 0, "CPU threads for --ctranslate2 (0: its "
-                     "default).", lower_bound=0)
-flags.DEFINE_string("input", "-", "Source sentences, one per line (.gz "
-                    "too); - for stdin.")
+flags.DEFINE_string(
+    "saved_model", None, "A t2t-export version directory, instead of --model_dir."
+)
+flags.DEFINE_string(
+    "ctranslate2",
+    None,
+    "A t2t-export --format=ctranslate2 directory, instead of --model_dir.",
+)
+flags.DEFINE_integer(
+    "threads", 0, "CPU threads for --ctranslate2 (0: its default).", lower_bound=0
+)
+flags.DEFINE_string(
+    "input", "-", "Source sentences, one per line (.gz too); - for stdin."
+)
 define_streaming_flags("Where to write translations; - for stdout.")
-flags.DEFINE_integer("n_best", 1, "Write this many hypotheses per input, "
-                     "best first, with their scores (at most --beam_size; "
-                     "format above).", lower_bound=1)
-flags.DEFINE_bool("with_scores", False, "Write SCORE ||| TRANSLATION "
-                  "(score above).")
+flags.DEFINE_integer(
+    "n_best",
+    1,
+    "Write this many hypotheses per input, "
+    "best first, with their scores (at most --beam_size; "
+    "format above).",
+    lower_bound=1,
+)
+flags.DEFINE_bool("with_scores", False, "Write SCORE ||| TRANSLATION (score above).")
 define_decoding_flags()
 define_precision()
 flags.register_multi_flags_validator(
     ["model_dir", "saved_model", "ctranslate2"],
     lambda f: sum(f[name] is not None for name in f) == 1,
-    message="give exactly one of --model_dir, --saved_model and "
-    "--ctranslate2")
+    message="give exactly one of --model_dir, --saved_model and --ctranslate2",
+)
 flags.register_multi_flags_validator(
-    ["n_best", "beam_size"], lambda f: f["n_best"] <= f["beam_size"],
+    ["n_best", "beam_size"],
+    lambda f: f["n_best"] <= f["beam_size"],
     message="--n_best cannot exceed --beam_size: beam search keeps "
-    "beam_size hypotheses")
+    "beam_size hypotheses",
+)
 flags.register_multi_flags_validator(
     ["n_best", "ctranslate2"],
     lambda f: f["n_best"] == 1 or f["ctranslate2"] is None,
     message="--n_best is for --model_dir and --saved_model; --ctranslate2 "
-    "translates 1-best")
+    "translates 1-best",
+)
 
 flags.register_multi_flags_validator(
     ["precision", "model_dir"],
     lambda f: f["precision"] == "fp32" or f["model_dir"] is not None,
     message="--precision is for --model_dir: an export decodes in the "
-    "precision it was exported in")
+    "precision it was exported in",
+)
 
 FLAGS = flags.FLAGS
 
@@ -95,11 +112,15 @@ def make_translator():
     if FLAGS.ctranslate2:
         from t2t_repro.ct2 import CTranslate2Translator
 
-        return CTranslate2Translator(FLAGS.ctranslate2, decoding_from_flags(),
-                                     FLAGS.threads)
+        return CTranslate2Translator(
+            FLAGS.ctranslate2, decoding_from_flags(), FLAGS.threads
+        )
     model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
-    return Translator(in_precision(model, FLAGS.precision),
-                      make_tokenizer(proto), decoding_from_flags())
+    return Translator(
+        in_precision(model, FLAGS.precision),
+        make_tokenizer(proto),
+        decoding_from_flags(),
+    )
 
 
 def output_lines(n_best_lists, first_index):
@@ -107,9 +128,11 @@ def output_lines(n_best_lists, first_index):
     lists of consecutive inputs, the first of which is input
     `first_index`."""
     if FLAGS.n_best > 1:
-        return [f"{first_index + offset} ||| {text} ||| {score:.6f}"
-                for offset, n_best in enumerate(n_best_lists)
-                for text, score in n_best]
+        return [
+            f"{first_index + offset} ||| {text} ||| {score:.6f}"
+            for offset, n_best in enumerate(n_best_lists)
+            for text, score in n_best
+        ]
     best = [n_best[0] for n_best in n_best_lists]
     if FLAGS.with_scores:
         return [f"{score:.6f} ||| {text}" for text, score in best]
@@ -134,14 +157,22 @@ def main():
                 raise DataError(
                     f"{FLAGS.input}:{first_index + offset + 1}: {size} bytes, "
                     f"over the export's max_sentence_bytes={limit}; split "
-                    "the line, or export with a larger --max_sentence_bytes")
+                    "the line, or export with a larger --max_sentence_bytes"
+                )
         n_best_lists, truncated = translator.translate_n_best(
-            sentences, FLAGS.n_best, progress)
+            sentences, FLAGS.n_best, progress
+        )
         return output_lines(n_best_lists, first_index), truncated
 
     translated, truncated = run_stream(
-        (text for _, text in numbered_lines(FLAGS.input)), total, translate,
-        FLAGS.n_best, FLAGS.input, "translated", "sentences")
+        (text for _, text in numbered_lines(FLAGS.input)),
+        total,
+        translate,
+        FLAGS.n_best,
+        FLAGS.input,
+        "translated",
+        "sentences",
+    )
     warn_truncated(truncated, translated)
 
 

@@ -12,12 +12,16 @@ _TOKENIZE_BATCH = 512
 
 def tokenize_pairs(pairs, tokenizer):
     """(source, target) strings -> (source_ids, target_ids), each with EOS."""
+
     def tokenize(source, target):
         return tokenizer.tokenize(source), tokenizer.tokenize(target)
 
-    return (pairs.batch(_TOKENIZE_BATCH)
-            .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
-            .rebatch(1).map(lambda s, t: (s[0], t[0])))
+    return (
+        pairs.batch(_TOKENIZE_BATCH)
+        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        .rebatch(1)
+        .map(lambda s, t: (s[0], t[0]))
+    )
 
 
 def _longest_side(source, target):
@@ -30,12 +34,13 @@ def fit_to_max_length(tokenized, max_length, overlong="drop"):
     Truncation keeps the final EOS (`vocabulary.truncate_keeping_eos`).
     """
     if overlong == "drop":
-        return tokenized.filter(
-            lambda s, t: _longest_side(s, t) <= max_length)
+        return tokenized.filter(lambda s, t: _longest_side(s, t) <= max_length)
     if overlong == "truncate":
+
         def truncate(ids):
             rows = tf.RaggedTensor.from_tensor(ids[tf.newaxis])
             return truncate_keeping_eos(rows, max_length)[0]
+
         return tokenized.map(lambda s, t: (truncate(s), truncate(t)))
     raise ValueError(f"overlong must be 'drop' or 'truncate', got {overlong!r}")
 
@@ -47,13 +52,13 @@ def check_a_pair_fits(pairs, tokenizer, max_length, overlong, name):
     """
     from t2t_repro.data import DataError
 
-    fitting = fit_to_max_length(tokenize_pairs(pairs, tokenizer), max_length,
-                                overlong)
+    fitting = fit_to_max_length(tokenize_pairs(pairs, tokenizer), max_length, overlong)
     if not list(fitting.take(1).as_numpy_iterator()):
         raise DataError(
             f"{name}: no pair fits --max_length={max_length}: every pair has "
             f"a side longer than {max_length} subword tokens (EOS included);"
-            " raise --max_length or pass --overlong=truncate")
+            " raise --max_length or pass --overlong=truncate"
+        )
 
 
 def bucket_boundaries(max_length, min_length=8, growth=1.1):
@@ -91,9 +96,12 @@ def batch_by_tokens(tokenized, batch_tokens, max_length):
     # bucket_by_sequence_length pads to boundary - 1 for bucket i, and the
     # extra final batch size covers lengths >= the last boundary (none here).
     batched = tokenized.bucket_by_sequence_length(
-        _longest_side, bucket_boundaries=[n + 1 for n in lengths],
+        _longest_side,
+        bucket_boundaries=[n + 1 for n in lengths],
         bucket_batch_sizes=batch_sizes + [batch_sizes[-1]],
-        pad_to_bucket_boundary=True, padding_values=(PAD_ID, PAD_ID))
+        pad_to_bucket_boundary=True,
+        padding_values=(PAD_ID, PAD_ID),
+    )
     return batched.map(_to_model_inputs)
 
 
@@ -113,8 +121,9 @@ class BatchReport:
 
 def real_and_padded_tokens(source, target):
     """float32 (non-PAD tokens, all positions) of a batch's two sides."""
-    real = (tf.reduce_sum(tf.cast(source != PAD_ID, tf.float32)) +
-            tf.reduce_sum(tf.cast(target != PAD_ID, tf.float32)))
+    real = tf.reduce_sum(tf.cast(source != PAD_ID, tf.float32)) + tf.reduce_sum(
+        tf.cast(target != PAD_ID, tf.float32)
+    )
     return real, tf.cast(tf.size(source) + tf.size(target), tf.float32)
 
 
@@ -130,9 +139,18 @@ def report_batches(batches):
     return report
 
 
-def training_batches(pairs, tokenizer, *, batch_tokens, max_length,
-                     overlong="drop", shuffle_buffer=100_000, seed=0,
-                     repeat=True, skip_batches=0):
+def training_batches(
+    pairs,
+    tokenizer,
+    *,
+    batch_tokens,
+    max_length,
+    overlong="drop",
+    shuffle_buffer=100_000,
+    seed=0,
+    repeat=True,
+    skip_batches=0,
+):
     """The training input: shuffled, tokenized, bucketed, repeated.
 
     Deterministic for a given seed, so a resumed run rebuilds the same
@@ -140,10 +158,10 @@ def training_batches(pairs, tokenizer, *, batch_tokens, max_length,
     """
     if repeat:
         pairs = pairs.repeat()
-    pairs = pairs.shuffle(shuffle_buffer, seed=seed,
-                          reshuffle_each_iteration=True)
-    tokenized = fit_to_max_length(tokenize_pairs(pairs, tokenizer),
-                                  max_length, overlong)
+    pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    tokenized = fit_to_max_length(
+        tokenize_pairs(pairs, tokenizer), max_length, overlong
+    )
     batches = batch_by_tokens(tokenized, batch_tokens, max_length)
     if skip_batches:
         batches = batches.skip(skip_batches)

@@ -9,6 +9,7 @@ from absl import logging
 
 from t2t_repro.data import text_files, tfds_source
 
+
 @dataclasses.dataclass(frozen=True)
 class Corpus:
     """Where one split's (source, target) pairs come from.
@@ -20,15 +21,15 @@ class Corpus:
     tokenizer of tokenized BLEU.
     """
 
-    source_path: str = None
-    target_path: str = None
-    tfds_name: str = None
-    tfds_split: str = None
-    source_lang: str = None
-    target_lang: str = None
-    tfds_data_dir: str = None
-    tfds_manual_dir: str = None
-    trees_path: str = None
+    source_path: str | None = None
+    target_path: str | None = None
+    tfds_name: str | None = None
+    tfds_split: str | None = None
+    source_lang: str | None = None
+    target_lang: str | None = None
+    tfds_data_dir: str | None = None
+    tfds_manual_dir: str | None = None
+    trees_path: str | None = None
 
     @property
     def name(self):
@@ -65,22 +66,27 @@ class Corpus:
 
             return tf.data.Dataset.from_tensor_slices(self._parsing_pairs())
         if self.source_path:
-            check = text_files.check_parallel_files(self.source_path,
-                                                    self.target_path)
+            check = text_files.check_parallel_files(self.source_path, self.target_path)
             logging.info("%s", check.describe())
-            return text_files.text_file_pairs(self.source_path,
-                                              self.target_path)
+            return text_files.text_file_pairs(self.source_path, self.target_path)
         return tfds_source.tfds_pairs(
-            self.tfds_name, self.tfds_split, self.source_lang,
-            self.target_lang, self.tfds_data_dir, self.tfds_manual_dir)
+            self.tfds_name,
+            self.tfds_split,
+            self.source_lang,
+            self.target_lang,
+            self.tfds_data_dir,
+            self.tfds_manual_dir,
+        )
 
     def sentences(self, max_pairs):
         """Up to `max_pairs` pairs' source and target sentences, as str."""
         if self.trees_path:
             pairs = zip(*self._parsing_pairs())
         elif self.source_path:
-            pairs = zip(text_files.read_lines(self.source_path),
-                        text_files.read_lines(self.target_path))
+            pairs = zip(
+                text_files.read_lines(self.source_path),
+                text_files.read_lines(self.target_path),
+            )
         else:
             pairs = self.pairs().as_numpy_iterator()
         sentences = []

@@ -23,9 +23,11 @@ class ParallelFileCheck:
     empty_lines: list  # 1-based line numbers where either side is empty
 
     def describe(self):
-        text = (f"{self.source_path} / {self.target_path}: {self.lines} "
-                f"lines, {len(self.empty_lines)} pairs with an empty side "
-                "filtered out")
+        text = (
+            f"{self.source_path} / {self.target_path}: {self.lines} "
+            f"lines, {len(self.empty_lines)} pairs with an empty side "
+            "filtered out"
+        )
         if self.empty_lines:
             shown = ", ".join(map(str, self.empty_lines[:_MAX_REPORTED_LINES]))
             more = len(self.empty_lines) > _MAX_REPORTED_LINES
@@ -60,7 +62,7 @@ def numbered_lines(path):
                 except UnicodeDecodeError as error:
                     raise DataError(
                         f"{path}:{number}: not valid UTF-8 (byte "
-                        f"{error.start}: {raw[error.start:error.start + 4]!r})"
+                        f"{error.start}: {raw[error.start : error.start + 4]!r})"
                     ) from None
         except (OSError, EOFError) as error:
             raise DataError(f"{path}: cannot be read: {error}") from None
@@ -82,23 +84,32 @@ def check_parallel_files(source_path, target_path):
         if source is None and target is None:
             break
         if source is None or target is None:
-            shorter, longer = ((source_path, target_path) if source is None
-                               else (target_path, source_path))
-            longer_count = count + 1 + sum(
-                1 for _ in (target_lines if source is None else source_lines))
+            shorter, longer = (
+                (source_path, target_path)
+                if source is None
+                else (target_path, source_path)
+            )
+            longer_count = (
+                count
+                + 1
+                + sum(1 for _ in (target_lines if source is None else source_lines))
+            )
             raise DataError(
                 f"{shorter} has {count} lines but {longer} has "
                 f"{longer_count}: parallel files must be line-aligned "
-                f"(first unmatched line: {longer}:{count + 1})")
+                f"(first unmatched line: {longer}:{count + 1})"
+            )
         count += 1
         if not source[1].strip() or not target[1].strip():
             empty_lines.append(count)
     if count == 0:
         raise DataError(f"{source_path}: empty file")
     if len(empty_lines) == count:
-        raise DataError(f"{source_path} / {target_path}: every one of the "
-                        f"{count} lines has an empty (or whitespace-only) "
-                        "side: nothing to train on")
+        raise DataError(
+            f"{source_path} / {target_path}: every one of the "
+            f"{count} lines has an empty (or whitespace-only) "
+            "side: nothing to train on"
+        )
     return ParallelFileCheck(source_path, target_path, count, empty_lines)
 
 
@@ -113,11 +124,11 @@ def text_file_pairs(source_path, target_path):
     Call `check_parallel_files` first: this streams the files with tf.data
     and assumes they are valid.
     """
-    pairs = tf.data.Dataset.zip(_line_dataset(source_path),
-                                _line_dataset(target_path))
+    pairs = tf.data.Dataset.zip(_line_dataset(source_path), _line_dataset(target_path))
     pairs = pairs.map(lambda s, t: (tf.strings.strip(s), tf.strings.strip(t)))
-    return pairs.filter(lambda s, t: tf.logical_and(
-        tf.strings.length(s) > 0, tf.strings.length(t) > 0))
+    return pairs.filter(
+        lambda s, t: tf.logical_and(tf.strings.length(s) > 0, tf.strings.length(t) > 0)
+    )
 
 
 def read_lines(path):

@@ -19,8 +19,15 @@ def _online(url=_PROBE_URL, timeout=5.0):
         return False
 
 
-def tfds_pairs(name, split, source_lang, target_lang, data_dir=None,
-               manual_dir=None, probe_url=_PROBE_URL):
+def tfds_pairs(
+    name,
+    split,
+    source_lang,
+    target_lang,
+    data_dir=None,
+    manual_dir=None,
+    probe_url=_PROBE_URL,
+):
     """(source, target) string pairs from a prepared or preparable builder.
 
     Args:
@@ -39,8 +46,9 @@ def tfds_pairs(name, split, source_lang, target_lang, data_dir=None,
     languages = set(builder.info.features.keys())
     for lang in (source_lang, target_lang):
         if lang not in languages:
-            raise DataError(f"TFDS dataset {name!r} has languages "
-                            f"{sorted(languages)}, not {lang!r}")
+            raise DataError(
+                f"TFDS dataset {name!r} has languages {sorted(languages)}, not {lang!r}"
+            )
     if not builder.is_prepared():
         if manual_dir is None and not _online(probe_url):
             raise DataError(
@@ -49,9 +57,10 @@ def tfds_pairs(name, split, source_lang, target_lang, data_dir=None,
                 f"{urllib.parse.urlparse(probe_url).hostname} is unreachable "
                 "(offline?). Prepare it on a machine with internet "
                 "(tfds build) and pass --tfds_data_dir, or use aligned text "
-                "files with --train_src/--train_tgt.")
+                "files with --train_src/--train_tgt."
+            )
         builder.download_and_prepare(
-            download_config=tfds.download.DownloadConfig(
-                manual_dir=manual_dir))
+            download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
+        )
     dataset = builder.as_dataset(split=split, shuffle_files=False)
     return dataset.map(lambda ex: (ex[source_lang], ex[target_lang]))

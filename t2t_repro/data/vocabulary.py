@@ -12,8 +12,9 @@ from t2t_repro.files import write_atomically
 SPM_MODEL_FILENAME = "spm.model"
 
 
-def train_sentencepiece(sentences, vocab_size, model_path, model_type="bpe",
-                        character_coverage=1.0, seed=0):
+def train_sentencepiece(
+    sentences, vocab_size, model_path, model_type="bpe", character_coverage=1.0, seed=0
+):
     """Trains a SentencePiece model on `sentences` and writes `model_path`.
 
     The ids of pad/unk/bos/eos are fixed to those in t2t_repro.config. The
@@ -25,13 +26,21 @@ def train_sentencepiece(sentences, vocab_size, model_path, model_type="bpe",
     spm.set_random_generator_seed(seed + 1)  # 0 would mean "random"
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=model,
-        vocab_size=vocab_size, model_type=model_type,
-        character_coverage=character_coverage, pad_id=PAD_ID, unk_id=UNK_ID,
-        bos_id=BOS_ID, eos_id=EOS_ID, hard_vocab_limit=False,
-        input_sentence_size=10_000_000, shuffle_input_sentence=True,
+        sentence_iterator=iter(sentences),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        hard_vocab_limit=False,
+        input_sentence_size=10_000_000,
+        shuffle_input_sentence=True,
         num_threads=os.cpu_count() or 1,
-        minloglevel=2)
+        minloglevel=2,
+    )
     write_atomically(model_path, model.getvalue())
     return model_path
 
@@ -39,8 +48,10 @@ def train_sentencepiece(sentences, vocab_size, model_path, model_type="bpe",
 def load_sentencepiece(model_path):
     """The serialized model proto; DataError if it is missing."""
     if not tf.io.gfile.exists(model_path):
-        raise DataError(f"{model_path}: SentencePiece vocabulary not found "
-                        "(train a run first, or pass the run's model_dir)")
+        raise DataError(
+            f"{model_path}: SentencePiece vocabulary not found "
+            "(train a run first, or pass the run's model_dir)"
+        )
     with tf.io.gfile.GFile(model_path, "rb") as handle:
         return handle.read()
 
@@ -58,10 +69,15 @@ def make_tokenizer(model_proto, sampling=0.0):
 
     if sampling:
         return tf_text.SentencepieceTokenizer(
-            model=model_proto, out_type=tf.int32, add_eos=True,
-            nbest_size=-1, alpha=sampling)
-    return tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32,
-                                          add_eos=True)
+            model=model_proto,
+            out_type=tf.int32,
+            add_eos=True,
+            nbest_size=-1,
+            alpha=sampling,
+        )
+    return tf_text.SentencepieceTokenizer(
+        model=model_proto, out_type=tf.int32, add_eos=True
+    )
 
 
 def vocab_size_of(model_proto):
@@ -77,8 +93,9 @@ def truncate_keeping_eos(ids, max_length):
     EOS, so that a model trained on them still learns to stop."""
     positions = tf.ragged.range(ids.row_lengths())
     last = tf.expand_dims(ids.row_lengths() - 1, 1)
-    return tf.ragged.boolean_mask(ids, tf.logical_or(
-        positions < max_length - 1, tf.equal(positions, last)))
+    return tf.ragged.boolean_mask(
+        ids, tf.logical_or(positions < max_length - 1, tf.equal(positions, last))
+    )
 
 
 def tokenize_sources(tokenizer, sentences, max_length):
@@ -88,5 +105,7 @@ def tokenize_sources(tokenizer, sentences, max_length):
     were longer than `max_length` and cut. Pure TensorFlow, so the
     exported SavedModel runs it too."""
     ids = tokenizer.tokenize(sentences)
-    return (truncate_keeping_eos(ids, max_length).to_tensor(
-        default_value=PAD_ID), ids.row_lengths() > max_length)
+    return (
+        truncate_keeping_eos(ids, max_length).to_tensor(default_value=PAD_ID),
+        ids.row_lengths() > max_length,
+    )

@@ -9,10 +9,10 @@ from t2t_repro.decoding.greedy import greedy_decode
 from t2t_repro.layers.masks import sequence_lengths
 
 
-def _greedy_with_scores(model, source_ids, alpha, extra_length,
-                        fixed_shapes=False):
-    ids, log_probs = greedy_decode(model, source_ids, extra_length,
-                                   fixed_shapes=fixed_shapes)
+def _greedy_with_scores(model, source_ids, alpha, extra_length, fixed_shapes=False):
+    ids, log_probs = greedy_decode(
+        model, source_ids, extra_length, fixed_shapes=fixed_shapes
+    )
     return ids, log_probs / length_penalty(sequence_lengths(ids), alpha)
 
 
@@ -33,8 +33,7 @@ def side_by_side(search, source_ids, searches):
         return search(source_ids)
     batch = tf.shape(source_ids)[0]
     bounds = [batch * part // searches for part in range(searches + 1)]
-    parts = [search(source_ids[start:end])
-             for start, end in zip(bounds, bounds[1:])]
+    parts = [search(source_ids[start:end]) for start, end in zip(bounds, bounds[1:])]
     return tuple(tf.concat(results, 0) for results in zip(*parts))
 
 
@@ -49,19 +48,28 @@ def best_translation_fn(model, decoding):
     beam_size, alpha = decoding.beam_size, decoding.alpha
     extra_length, fixed = decoding.extra_length, decoding.jit_compile
     if beam_size == 1:
+
         def search(source_ids):
-            return _greedy_with_scores(model, source_ids, alpha,
-                                       extra_length, fixed)
+            return _greedy_with_scores(model, source_ids, alpha, extra_length, fixed)
+
         # A greedy step is too small to gain from a second search.
         searches = 1
     else:
+
         def search(source_ids):
             # Stops when the best cannot change (the others may not be the
             # true runners-up), sooner than an exact n-best search.
-            ids, scores = beam_search(model, source_ids, beam_size, alpha,
-                                      extra_length, exact_n_best=False,
-                                      fixed_shapes=fixed)
+            ids, scores = beam_search(
+                model,
+                source_ids,
+                beam_size,
+                alpha,
+                extra_length,
+                exact_n_best=False,
+                fixed_shapes=fixed,
+            )
             return ids[:, 0], scores[:, 0]
+
         searches = decoding.parallel_searches
     if fixed:
         search = tf.function(search, jit_compile=True)
@@ -75,10 +83,15 @@ def n_best_translations(model, source_ids, beam_size, alpha, decoding):
     extra_length = decoding.extra_length
 
     def greedy():
-        ids, scores = _greedy_with_scores(model, source_ids, alpha,
-                                          extra_length)
+        ids, scores = _greedy_with_scores(model, source_ids, alpha, extra_length)
         return ids[:, tf.newaxis], scores[:, tf.newaxis]
 
-    return tf.cond(tf.equal(beam_size, 1), greedy, lambda: side_by_side(
-        lambda ids: beam_search(model, ids, beam_size, alpha, extra_length),
-        source_ids, decoding.parallel_searches))
+    return tf.cond(
+        tf.equal(beam_size, 1),
+        greedy,
+        lambda: side_by_side(
+            lambda ids: beam_search(model, ids, beam_size, alpha, extra_length),
+            source_ids,
+            decoding.parallel_searches,
+        ),
+    )

@@ -66,10 +66,13 @@ def next_token_log_probs(logits, first):
             whether the logits are for the first output position.
     """
     vocab = tf.shape(logits)[-1]
-    banned = tf.reduce_any(tf.one_hot([PAD_ID, BOS_ID], vocab, on_value=True,
-                                      off_value=False, dtype=tf.bool), 0)
-    eos = tf.one_hot(EOS_ID, vocab, on_value=True, off_value=False,
-                     dtype=tf.bool)
+    banned = tf.reduce_any(
+        tf.one_hot(
+            [PAD_ID, BOS_ID], vocab, on_value=True, off_value=False, dtype=tf.bool
+        ),
+        0,
+    )
+    eos = tf.one_hot(EOS_ID, vocab, on_value=True, off_value=False, dtype=tf.bool)
     banned = banned | (tf.expand_dims(first, -1) & eos)
     return tf.nn.log_softmax(tf.where(banned, NEG_INF, logits))
 
@@ -77,12 +80,12 @@ def next_token_log_probs(logits, first):
 def any_shape_of_rank(state):
     """Shape invariants for a tf.while_loop under which every tensor of
     `state` may change shape (a growing decoder cache)."""
-    return tf.nest.map_structure(
-        lambda t: tf.TensorShape([None] * t.shape.rank), state)
+    return tf.nest.map_structure(lambda t: tf.TensorShape([None] * t.shape.rank), state)
 
 
-def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH,
-                  fixed_shapes=False):
+def greedy_decode(
+    model, source_ids, extra_length=EXTRA_DECODE_LENGTH, fixed_shapes=False
+):
     """Most likely next token at each step until EOS or the length limit.
 
     Args:
@@ -106,71 +109,90 @@ def greedy_decode(model, source_ids, extra_length=EXTRA_DECODE_LENGTH,
     length = max_decode_length(model, source_ids, extra_length)
     limits = output_limits(source_ids, length, extra_length)
     # Without fixed shapes, one growing cache.
-    stages = (buffer_stages(model, source_ids, length, extra_length)
-              if fixed_shapes else [None])
+    stages = (
+        buffer_stages(model, source_ids, length, extra_length)
+        if fixed_shapes
+        else [None]
+    )
     cache = model.start_decoding(source_ids, stages[0])
 
     def step(index, token, cache, sentences, finished, output, scores):
         """One position for the rows of `sentences` (indices into the
         batch); the results go to `output` and `scores`, in input order."""
-        logits, cache = model.decode_step(token[:, tf.newaxis], index, cache,
-                                          buffered=fixed_shapes)
+        logits, cache = model.decode_step(
+            token[:, tf.newaxis], index, cache, buffered=fixed_shapes
+        )
         log_probs = next_token_log_probs(logits, index == 0)
         row_limits = tf.gather(limits, sentences)
         finished = tf.logical_or(finished, index >= row_limits)
         chosen = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         chosen = tf.where(finished, PAD_ID, chosen)
         gained = tf.gather(log_probs, chosen, batch_dims=1)
-        scores = tf.tensor_scatter_nd_add(scores, sentences[:, tf.newaxis],
-                                          tf.where(finished, 0.0, gained))
+        scores = tf.tensor_scatter_nd_add(
+            scores, sentences[:, tf.newaxis], tf.where(finished, 0.0, gained)
+        )
         output = tf.tensor_scatter_nd_update(
-            output, tf.stack([sentences, tf.fill(tf.shape(sentences), index)],
-                             1), chosen)
+            output,
+            tf.stack([sentences, tf.fill(tf.shape(sentences), index)], 1),
+            chosen,
+        )
         finished = tf.logical_or(finished, tf.equal(chosen, EOS_ID))
         if not fixed_shapes:
             # Finished sentences leave the batch.
-            going_on = tf.cast(tf.where(tf.logical_not(tf.logical_or(
-                finished, index + 1 >= row_limits)))[:, 0], tf.int32)
+            going_on = tf.cast(
+                tf.where(
+                    tf.logical_not(tf.logical_or(finished, index + 1 >= row_limits))
+                )[:, 0],
+                tf.int32,
+            )
             chosen, sentences, finished = (
-                tf.gather(t, going_on) for t in (chosen, sentences, finished))
-            cache = model.reorder_decode_cache(cache, going_on,
-                                               sentences=going_on)
+                tf.gather(t, going_on) for t in (chosen, sentences, finished)
+            )
+            cache = model.reorder_decode_cache(cache, going_on, sentences=going_on)
         return index + 1, chosen, cache, sentences, finished, output, scores
 
     def not_done(index, token, cache, sentences, finished, output, scores):
         done = tf.logical_or(finished, index >= tf.gather(limits, sentences))
-        return tf.logical_and(index < length,
-                              tf.logical_not(tf.reduce_all(done)))
+        return tf.logical_and(index < length, tf.logical_not(tf.reduce_all(done)))
 
-    state = (tf.constant(0), tf.fill([batch], BOS_ID), cache, tf.range(batch),
-             tf.zeros([batch], tf.bool), tf.fill([batch, length], PAD_ID),
-             tf.zeros([batch]))
+    state = (
+        tf.constant(0),
+        tf.fill([batch], BOS_ID),
+        cache,
+        tf.range(batch),
+        tf.zeros([batch], tf.bool),
+        tf.fill([batch, length], PAD_ID),
+        tf.zeros([batch]),
+    )
     if fixed_shapes:
         # Every sentence stays, so the loops do not carry `sentences` (see
         # beam_search: XLA fails on a third loop carrying a constant).
         sentences = state[3]
 
         def fixed_step(index, token, cache, _, *rest):
-            index, token, cache, _, *rest = step(index, token, cache,
-                                                 sentences, *rest)
+            index, token, cache, _, *rest = step(index, token, cache, sentences, *rest)
             return (index, token, cache, (), *rest)
 
         def fixed_not_done(index, token, cache, _, *rest, stage):
-            return tf.logical_and(index < stage, not_done(
-                index, token, cache, sentences, *rest))
+            return tf.logical_and(
+                index < stage, not_done(index, token, cache, sentences, *rest)
+            )
 
         state = (*state[:3], (), *state[4:])
         for stage in stages:
             state = tf.while_loop(
                 functools.partial(fixed_not_done, stage=stage),
-                fixed_step, (*state[:2], model.grow_decode_buffers(
-                    state[2], stage), *state[3:]))
+                fixed_step,
+                (*state[:2], model.grow_decode_buffers(state[2], stage), *state[3:]),
+            )
     else:
         shapes = list(tf.nest.map_structure(lambda t: t.shape, state))
-        shapes[1:5] = (tf.TensorShape([None]), any_shape_of_rank(cache),
-                       tf.TensorShape([None]), tf.TensorShape([None]))
-        state = tf.while_loop(not_done, step, state,
-                              shape_invariants=tuple(shapes))
+        shapes[1:5] = (
+            tf.TensorShape([None]),
+            any_shape_of_rank(cache),
+            tf.TensorShape([None]),
+            tf.TensorShape([None]),
+        )
+        state = tf.while_loop(not_done, step, state, shape_invariants=tuple(shapes))
     *_, output, scores = state
     return output, scores
-

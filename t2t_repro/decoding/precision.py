@@ -22,19 +22,24 @@ _DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 
 
 def resolve_precision(precision):
-    """"fp32" or "bf16" for `precision` (one of DECODING_PRECISIONS); "auto"
+    """ "fp32" or "bf16" for `precision` (one of DECODING_PRECISIONS); "auto"
     times bf16 against float32 matmuls on the device that will decode
     (about 0.3 s) and logs what it chose."""
     if precision not in DECODING_PRECISIONS:
-        raise ValueError(f"precision {precision!r}: expected one of "
-                         f"{', '.join(DECODING_PRECISIONS)}")
+        raise ValueError(
+            f"precision {precision!r}: expected one of {', '.join(DECODING_PRECISIONS)}"
+        )
     if precision != "auto":
         return precision
     device = "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
     speedup = matmul_speedup("bfloat16", device)
     chosen = "bf16" if speedup >= BF16_DECODING_SPEEDUP else "fp32"
-    logging.info("--precision=auto: bf16 matmuls run %.2fx fp32 on %s; "
-                 "decoding in %s", speedup, device, chosen)
+    logging.info(
+        "--precision=auto: bf16 matmuls run %.2fx fp32 on %s; decoding in %s",
+        speedup,
+        device,
+        chosen,
+    )
     return chosen
 
 
@@ -46,7 +51,8 @@ def in_precision(model, precision):
         return model
     dtype = _DTYPES[resolve_precision(precision)]
     if model.compute_dtype == dtype and all(
-            w.dtype == dtype for w in model.trainable_weights):
+        w.dtype == dtype for w in model.trainable_weights
+    ):
         return model
     from t2t_repro.model import Transformer
 

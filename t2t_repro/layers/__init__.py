@@ -20,3 +20,16 @@ from t2t_repro.layers.shared_embedding import SharedEmbedding
 from t2t_repro.layers.sinusoidal_position_encoding import (
     SinusoidalPositionEncoding,
 )
+
+__all__ = [
+    "DecoderLayer",
+    "Dropout",
+    "EncoderLayer",
+    "LayerNormalization",
+    "LearnedPositionEncoding",
+    "MultiHeadAttention",
+    "PositionWiseFeedForward",
+    "ScaledDotProductAttention",
+    "SharedEmbedding",
+    "SinusoidalPositionEncoding",
+]

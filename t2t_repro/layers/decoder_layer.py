@@ -43,7 +43,8 @@ class DecoderLayer(EncoderLayer):
         super().__init__(*args, **kwargs)
         self.cross_attention = self._attention("cross_attention")
         self.cross_attention_norm = LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="cross_attention_norm")
+            epsilon=LAYER_NORM_EPSILON, name="cross_attention_norm"
+        )
 
     def build(self, inputs_shape, encoder_output_shape=None):
         super().build(inputs_shape)
@@ -51,18 +52,31 @@ class DecoderLayer(EncoderLayer):
         self.cross_attention_norm.build(inputs_shape)
         self.built = True
 
-    def call(self, inputs, encoder_output=None, self_attention_mask=None,
-             cross_attention_mask=None, self_attention_cache=None,
-             cache_update_index=None, cross_attention_cache=None,
-             training=None, return_attention_scores=False):
+    def call(
+        self,
+        inputs,
+        encoder_output=None,
+        self_attention_mask=None,
+        cross_attention_mask=None,
+        self_attention_cache=None,
+        cache_update_index=None,
+        cross_attention_cache=None,
+        training=None,
+        return_attention_scores=False,
+    ):
         weights = {}
         new_cache = []
 
         def self_attend(x):
             result = self.self_attention(
-                x, x, attention_mask=self_attention_mask, cache=self_attention_cache,
-                cache_update_index=cache_update_index, training=training,
-                return_attention_scores=True)
+                x,
+                x,
+                attention_mask=self_attention_mask,
+                cache=self_attention_cache,
+                cache_update_index=cache_update_index,
+                training=training,
+                return_attention_scores=True,
+            )
             if self_attention_cache is not None:
                 output, cache, weights["self"] = result
                 new_cache.append(cache)
@@ -73,20 +87,30 @@ class DecoderLayer(EncoderLayer):
         def cross_attend(x):
             if cross_attention_cache is None:
                 output, weights["cross"] = self.cross_attention(
-                    x, encoder_output, attention_mask=cross_attention_mask,
-                    training=training, return_attention_scores=True)
+                    x,
+                    encoder_output,
+                    attention_mask=cross_attention_mask,
+                    training=training,
+                    return_attention_scores=True,
+                )
             else:
                 output, _, weights["cross"] = self.cross_attention(
-                    x, attention_mask=cross_attention_mask, cache=cross_attention_cache,
-                    training=training, return_attention_scores=True)
+                    x,
+                    attention_mask=cross_attention_mask,
+                    cache=cross_attention_cache,
+                    training=training,
+                    return_attention_scores=True,
+                )
             return output
 
         x = self._residual(inputs, self_attend, self.attention_norm, training)
-        x = self._residual(x, cross_attend, self.cross_attention_norm,
-                           training)
+        x = self._residual(x, cross_attend, self.cross_attention_norm, training)
         x = self._residual(
-            x, lambda h: self.feed_forward(h, training=training),
-            self.feed_forward_norm, training)
+            x,
+            lambda h: self.feed_forward(h, training=training),
+            self.feed_forward_norm,
+            training,
+        )
         results = (x,)
         if self_attention_cache is not None:
             results += (new_cache[0],)

@@ -31,19 +31,30 @@ class Dropout(keras.layers.Dropout):
 
     def call(self, inputs, training=False):
         threshold = round(self.rate * _THRESHOLD_STEPS)
-        if (not training or self.noise_shape is not None
-                or not 0 < threshold < _THRESHOLD_STEPS):
+        if (
+            not training
+            or self.noise_shape is not None
+            or not 0 < threshold < _THRESHOLD_STEPS
+        ):
             return super().call(inputs, training=training)
         size = tf.size(inputs)
         # As Keras' dropout: an int32 seed, which XLA requires.
-        seed = tf.cast(tf.math.floormod(self.seed_generator.next(),
-                                        tf.int32.max - 1), tf.int32)
+        seed = tf.cast(
+            tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32
+        )
         bits = tf.random.stateless_uniform(
-            [(size + 1) // 2], seed, minval=None, maxval=None,
-            dtype=tf.uint32, alg="philox")
+            [(size + 1) // 2],
+            seed,
+            minval=None,
+            maxval=None,
+            dtype=tf.uint32,
+            alg="philox",
+        )
         bits = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
         scale = _THRESHOLD_STEPS / (_THRESHOLD_STEPS - threshold)
-        mask = tf.where(tf.reshape(bits, tf.shape(inputs)) >= threshold,
-                        tf.constant(scale, inputs.dtype),
-                        tf.constant(0, inputs.dtype))
+        mask = tf.where(
+            tf.reshape(bits, tf.shape(inputs)) >= threshold,
+            tf.constant(scale, inputs.dtype),
+            tf.constant(0, inputs.dtype),
+        )
         return inputs * mask

@@ -40,9 +40,19 @@ class EncoderLayer(keras.layers.Layer):
     TensorShape([2, 9, 64])
     """
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.1,
-                 attention_dropout=0.0, relu_dropout=0.0, pre_norm=False,
-                 key_dim=None, value_dim=None, **kwargs):
+    def __init__(
+        self,
+        d_model,
+        num_heads,
+        d_ff,
+        dropout=0.1,
+        attention_dropout=0.0,
+        relu_dropout=0.0,
+        pre_norm=False,
+        key_dim=None,
+        value_dim=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.d_model = d_model
         self.num_heads = num_heads
@@ -55,17 +65,25 @@ class EncoderLayer(keras.layers.Layer):
         self.pre_norm = pre_norm
         self.self_attention = self._attention("self_attention")
         self.feed_forward = PositionWiseFeedForward(
-            d_model, d_ff, relu_dropout, name="feed_forward")
+            d_model, d_ff, relu_dropout, name="feed_forward"
+        )
         self.attention_norm = LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="self_attention_norm")
+            epsilon=LAYER_NORM_EPSILON, name="self_attention_norm"
+        )
         self.feed_forward_norm = LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="feed_forward_norm")
+            epsilon=LAYER_NORM_EPSILON, name="feed_forward_norm"
+        )
         self.residual_dropout = Dropout(dropout)
 
     def _attention(self, name):
-        return MultiHeadAttention(self.num_heads, self.d_model, self.key_dim,
-                                  self.value_dim, self.attention_dropout,
-                                  name=name)
+        return MultiHeadAttention(
+            self.num_heads,
+            self.d_model,
+            self.key_dim,
+            self.value_dim,
+            self.attention_dropout,
+            name=name,
+        )
 
     def build(self, inputs_shape):
         self.self_attention.build(inputs_shape)
@@ -76,35 +94,49 @@ class EncoderLayer(keras.layers.Layer):
 
     def _residual(self, x, sublayer, norm, training):
         if self.pre_norm:
-            return x + self.residual_dropout(sublayer(norm(x)),
-                                             training=training)
+            return x + self.residual_dropout(sublayer(norm(x)), training=training)
         return norm(x + self.residual_dropout(sublayer(x), training=training))
 
-    def call(self, inputs, attention_mask=None, training=None,
-             return_attention_scores=False):
+    def call(
+        self, inputs, attention_mask=None, training=None, return_attention_scores=False
+    ):
         weights = []
 
         def attend(x):
             output, scores = self.self_attention(
-                x, x, attention_mask=attention_mask, training=training,
-                return_attention_scores=True)
+                x,
+                x,
+                attention_mask=attention_mask,
+                training=training,
+                return_attention_scores=True,
+            )
             weights.append(scores)
             return output
 
         x = self._residual(inputs, attend, self.attention_norm, training)
         x = self._residual(
-            x, lambda h: self.feed_forward(h, training=training),
-            self.feed_forward_norm, training)
+            x,
+            lambda h: self.feed_forward(h, training=training),
+            self.feed_forward_norm,
+            training,
+        )
         if return_attention_scores:
             return x, weights[0]
         return x
 
     def get_config(self):
         config = super().get_config()
-        config.update({
-            "d_model": self.d_model, "num_heads": self.num_heads,
-            "key_dim": self.key_dim, "value_dim": self.value_dim,
-            "d_ff": self.d_ff, "dropout": self.dropout,
-            "attention_dropout": self.attention_dropout,
-            "relu_dropout": self.relu_dropout, "pre_norm": self.pre_norm})
+        config.update(
+            {
+                "d_model": self.d_model,
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "d_ff": self.d_ff,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "relu_dropout": self.relu_dropout,
+                "pre_norm": self.pre_norm,
+            }
+        )
         return config

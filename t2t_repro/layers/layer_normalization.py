@@ -27,14 +27,22 @@ class LayerNormalization(keras.layers.LayerNormalization):
     """
 
     def call(self, inputs):
-        if (self.axis not in ([-1], [len(inputs.shape) - 1])
-                or not (self.center and self.scale) or self.rms_scaling
-                or inputs.dtype == tf.float64):
+        if (
+            self.axis not in ([-1], [len(inputs.shape) - 1])
+            or not (self.center and self.scale)
+            or self.rms_scaling
+            or inputs.dtype == tf.float64
+        ):
             return super().call(inputs)
         return tf.cast(
-            _layer_norm(inputs, tf.convert_to_tensor(self.gamma),
-                        tf.convert_to_tensor(self.beta), self.epsilon),
-            self.compute_dtype)
+            _layer_norm(
+                inputs,
+                tf.convert_to_tensor(self.gamma),
+                tf.convert_to_tensor(self.beta),
+                self.epsilon,
+            ),
+            self.compute_dtype,
+        )
 
 
 def _layer_norm(x, gamma, beta, epsilon):
@@ -52,12 +60,17 @@ def _layer_norm(x, gamma, beta, epsilon):
         def backward(dy):
             dy = tf.cast(dy, tf.float32)
             g = dy * gamma32
-            dx = rstd * (g - tf.reduce_mean(g, -1, keepdims=True) - x_hat *
-                         tf.reduce_mean(g * x_hat, -1, keepdims=True))
+            dx = rstd * (
+                g
+                - tf.reduce_mean(g, -1, keepdims=True)
+                - x_hat * tf.reduce_mean(g * x_hat, -1, keepdims=True)
+            )
             rows = list(range(len(x.shape) - 1))
-            return (tf.cast(dx, x.dtype),
-                    tf.cast(tf.reduce_sum(dy * x_hat, rows), gamma.dtype),
-                    tf.cast(tf.reduce_sum(dy, rows), beta.dtype))
+            return (
+                tf.cast(dx, x.dtype),
+                tf.cast(tf.reduce_sum(dy * x_hat, rows), gamma.dtype),
+                tf.cast(tf.reduce_sum(dy, rows), beta.dtype),
+            )
 
         return x_hat * gamma32 + tf.cast(beta, tf.float32), backward
 

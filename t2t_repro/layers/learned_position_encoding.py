@@ -31,16 +31,23 @@ class LearnedPositionEncoding(keras.layers.Layer):
             name="position_embeddings",
             shape=(self.max_length, inputs_shape[-1]),
             initializer=keras.initializers.RandomNormal(
-                stddev=inputs_shape[-1] ** -0.5))
+                stddev=inputs_shape[-1] ** -0.5
+            ),
+        )
         self.built = True
 
     def call(self, inputs, start_index=0):
         shape = tf.shape(inputs)
         tf.debugging.assert_less_equal(
-            shape[1] + start_index, self.max_length,
-            message="sequence longer than the learned position table")
-        encoding = tf.slice(tf.convert_to_tensor(self.position_embeddings),
-                            [start_index, 0], [shape[1], -1])
+            shape[1] + start_index,
+            self.max_length,
+            message="sequence longer than the learned position table",
+        )
+        encoding = tf.slice(
+            tf.convert_to_tensor(self.position_embeddings),
+            [start_index, 0],
+            [shape[1], -1],
+        )
         return tf.broadcast_to(tf.cast(encoding, inputs.dtype), shape)
 
     def get_config(self):

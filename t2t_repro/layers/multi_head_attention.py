@@ -26,10 +26,13 @@ def write_positions(cache, update, index):
     [0.0, 1.0, 1.0, 0.0]
     """
     shape = tf.shape(update)
-    grid = tf.meshgrid(tf.range(shape[0]), tf.range(shape[1]),
-                       index + tf.range(shape[2]), indexing="ij")
-    return tf.tensor_scatter_nd_update(cache, tf.stack(grid, axis=-1),
-                                       update)
+    grid = tf.meshgrid(
+        tf.range(shape[0]),
+        tf.range(shape[1]),
+        index + tf.range(shape[2]),
+        indexing="ij",
+    )
+    return tf.tensor_scatter_nd_update(cache, tf.stack(grid, axis=-1), update)
 
 
 def _beams_as_queries(x, sentences):
@@ -40,18 +43,15 @@ def _beams_as_queries(x, sentences):
     beams = shape[0] // sentences
     x = tf.reshape(x, [sentences, beams, shape[1], shape[2], shape[3]])
     x = tf.transpose(x, [0, 2, 1, 3, 4])
-    return tf.reshape(x, [sentences, shape[1], beams * shape[2],
-                          shape[3]]), beams
+    return tf.reshape(x, [sentences, shape[1], beams * shape[2], shape[3]]), beams
 
 
 def _queries_as_beams(x, beams):
     """The inverse of `_beams_as_queries`."""
     shape = tf.shape(x)
-    x = tf.reshape(x, [shape[0], shape[1], beams, shape[2] // beams,
-                       shape[3]])
+    x = tf.reshape(x, [shape[0], shape[1], beams, shape[2] // beams, shape[3]])
     x = tf.transpose(x, [0, 2, 1, 3, 4])
-    return tf.reshape(x, [shape[0] * beams, shape[1], shape[2] // beams,
-                          shape[3]])
+    return tf.reshape(x, [shape[0] * beams, shape[1], shape[2] // beams, shape[3]])
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -108,23 +108,22 @@ class MultiHeadAttention(keras.layers.Layer):
     TensorShape([2, 10, 512])
     """
 
-    def __init__(self, num_heads, d_model, key_dim=None, value_dim=None,
-                 dropout=0.0, **kwargs):
+    def __init__(
+        self, num_heads, d_model, key_dim=None, value_dim=None, dropout=0.0, **kwargs
+    ):
         super().__init__(**kwargs)
         if (key_dim is None or value_dim is None) and d_model % num_heads:
             raise ValueError(
-                f"d_model={d_model} is not divisible by num_heads={num_heads}")
+                f"d_model={d_model} is not divisible by num_heads={num_heads}"
+            )
         self.num_heads = num_heads
         self.d_model = d_model
         self.key_dim = key_dim or d_model // num_heads
         self.value_dim = value_dim or d_model // num_heads
         self.dropout = dropout
-        self.query_dense = keras.layers.Dense(num_heads * self.key_dim,
-                                              name="query")
-        self.key_dense = keras.layers.Dense(num_heads * self.key_dim,
-                                            name="key")
-        self.value_dense = keras.layers.Dense(num_heads * self.value_dim,
-                                              name="value")
+        self.query_dense = keras.layers.Dense(num_heads * self.key_dim, name="query")
+        self.key_dense = keras.layers.Dense(num_heads * self.key_dim, name="key")
+        self.value_dense = keras.layers.Dense(num_heads * self.value_dim, name="value")
         self.output_dense = keras.layers.Dense(d_model, name="output")
         self.attention = ScaledDotProductAttention(dropout, name="attention")
 
@@ -132,8 +131,7 @@ class MultiHeadAttention(keras.layers.Layer):
         inputs_shape = query_shape[:-1] + (self.d_model,)
         for dense in (self.query_dense, self.key_dense, self.value_dense):
             dense.build(inputs_shape)
-        self.output_dense.build(
-            query_shape[:-1] + (self.num_heads * self.value_dim,))
+        self.output_dense.build(query_shape[:-1] + (self.num_heads * self.value_dim,))
         self.built = True
 
     def _split_heads(self, x, depth):
@@ -150,21 +148,29 @@ class MultiHeadAttention(keras.layers.Layer):
     def compute_cache(self, key_value):
         """Projects keys and values once: (`[batch, heads, length, d_k]`,
         `[batch, heads, length, d_v]`)."""
-        return (self._split_heads(dense_2d(self.key_dense, key_value),
-                                  self.key_dim),
-                self._split_heads(dense_2d(self.value_dense, key_value),
-                                  self.value_dim))
+        return (
+            self._split_heads(dense_2d(self.key_dense, key_value), self.key_dim),
+            self._split_heads(dense_2d(self.value_dense, key_value), self.value_dim),
+        )
 
-    def call(self, query, key_value=None, attention_mask=None, cache=None,
-             cache_update_index=None, training=None,
-             return_attention_scores=False):
+    def call(
+        self,
+        query,
+        key_value=None,
+        attention_mask=None,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+        return_attention_scores=False,
+    ):
         if cache is None:
             k, v = self.compute_cache(key_value)
         else:
             k, v = cache
             if key_value is not None:
-                new_k, new_v = (tf.cast(t, k.dtype)
-                                for t in self.compute_cache(key_value))
+                new_k, new_v = (
+                    tf.cast(t, k.dtype) for t in self.compute_cache(key_value)
+                )
                 if cache_update_index is None:
                     k = tf.concat([k, new_k], axis=2)
                     v = tf.concat([v, new_v], axis=2)
@@ -176,8 +182,13 @@ class MultiHeadAttention(keras.layers.Layer):
         if shared_source:
             q, beams = _beams_as_queries(q, tf.shape(k)[0])
         attended, weights = self.attention(
-            q, k, v, attention_mask=attention_mask, training=training,
-            return_attention_scores=True)
+            q,
+            k,
+            v,
+            attention_mask=attention_mask,
+            training=training,
+            return_attention_scores=True,
+        )
         if shared_source:
             attended = _queries_as_beams(attended, beams)
             weights = _queries_as_beams(weights, beams)
@@ -186,9 +197,10 @@ class MultiHeadAttention(keras.layers.Layer):
             attended = tf.transpose(attended, [0, 2, 1, 3])
         # A static query length stays static: the next layer's
         # _split_heads needs it to know a step from a sequence.
-        attended = tf.reshape(attended, [
-            shape[0], query.shape[1] or shape[2],
-            self.num_heads * self.value_dim])
+        attended = tf.reshape(
+            attended,
+            [shape[0], query.shape[1] or shape[2], self.num_heads * self.value_dim],
+        )
         output = dense_2d(self.output_dense, attended)
         results = (output,)
         if cache is not None:
@@ -199,7 +211,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_heads": self.num_heads, "d_model": self.d_model,
-                       "key_dim": self.key_dim, "value_dim": self.value_dim,
-                       "dropout": self.dropout})
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "d_model": self.d_model,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "dropout": self.dropout,
+            }
+        )
         return config

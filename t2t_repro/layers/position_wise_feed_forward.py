@@ -2,8 +2,8 @@
 
 import keras
 
-from t2t_repro.layers.dropout import Dropout
 from t2t_repro.layers.dense_2d import dense_2d
+from t2t_repro.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -41,12 +41,12 @@ class PositionWiseFeedForward(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, training=None):
-        hidden = self.inner_dropout(dense_2d(self.inner, inputs),
-                                    training=training)
+        hidden = self.inner_dropout(dense_2d(self.inner, inputs), training=training)
         return dense_2d(self.outer, hidden)
 
     def get_config(self):
         config = super().get_config()
-        config.update({"d_model": self.d_model, "d_ff": self.d_ff,
-                       "dropout": self.dropout})
+        config.update(
+            {"d_model": self.d_model, "d_ff": self.d_ff, "dropout": self.dropout}
+        )
         return config

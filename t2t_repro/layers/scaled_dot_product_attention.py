@@ -7,7 +7,6 @@ from t2t_repro.layers.dropout import Dropout
 from t2t_repro.layers.masks import NEG_INF
 
 
-
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class ScaledDotProductAttention(keras.layers.Layer):
     """softmax(Q K^T / sqrt(d_k)) V with a boolean mask.
@@ -41,8 +40,15 @@ class ScaledDotProductAttention(keras.layers.Layer):
         self.dropout = dropout
         self._dropout_layer = Dropout(dropout)
 
-    def call(self, query, key, value, attention_mask=None, training=None,
-             return_attention_scores=False):
+    def call(
+        self,
+        query,
+        key,
+        value,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
         depth = tf.cast(tf.shape(query)[-1], tf.float32)
         logits = tf.matmul(query, key, transpose_b=True)
         logits = tf.cast(logits, tf.float32) / tf.sqrt(depth)

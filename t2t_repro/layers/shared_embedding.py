@@ -41,22 +41,23 @@ class SharedEmbedding(keras.layers.Layer):
     def build(self, ids_shape=None):
         # d_model^-0.5 keeps sqrt(d_model) * E at unit scale, as in t2t.
         self.embeddings = self.add_weight(
-            name="embeddings", shape=(self.vocab_size, self.d_model),
-            initializer=keras.initializers.RandomNormal(
-                stddev=self.d_model ** -0.5))
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model**-0.5),
+        )
         self.built = True
 
     def call(self, ids):
-        rows = tf.cast(tf.gather(tf.convert_to_tensor(self.embeddings), ids),
-                       self.compute_dtype)
-        return rows * tf.cast(self.d_model ** 0.5, self.compute_dtype)
+        rows = tf.cast(
+            tf.gather(tf.convert_to_tensor(self.embeddings), ids), self.compute_dtype
+        )
+        return rows * tf.cast(self.d_model**0.5, self.compute_dtype)
 
     def project(self, x, float32_logits=True):
         table = tf.cast(tf.convert_to_tensor(self.embeddings), x.dtype)
         shape = tf.shape(x)
         # A 2-D matmul: ~3x faster than the broadcasting 3-D one on CPU.
-        logits = tf.matmul(tf.reshape(x, [-1, self.d_model]), table,
-                           transpose_b=True)
+        logits = tf.matmul(tf.reshape(x, [-1, self.d_model]), table, transpose_b=True)
         logits = tf.reshape(logits, tf.concat([shape[:-1], [-1]], 0))
         return tf.cast(logits, tf.float32) if float32_logits else logits
 

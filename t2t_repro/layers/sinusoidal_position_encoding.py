@@ -29,11 +29,10 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
         d_model = inputs.shape[-1]
         if d_model % 2:
             raise ValueError(f"d_model must be even, got {d_model}")
-        positions = tf.cast(
-            tf.range(shape[1]) + start_index, tf.float32)[:, tf.newaxis]
+        positions = tf.cast(tf.range(shape[1]) + start_index, tf.float32)[:, tf.newaxis]
         two_i = tf.range(0, d_model, 2, dtype=tf.float32)[tf.newaxis, :]
         angles = positions / tf.pow(10000.0, two_i / d_model)
         encoding = tf.reshape(
-            tf.stack([tf.sin(angles), tf.cos(angles)], axis=-1),
-            [shape[1], d_model])
+            tf.stack([tf.sin(angles), tf.cos(angles)], axis=-1), [shape[1], d_model]
+        )
         return tf.broadcast_to(tf.cast(encoding, inputs.dtype), shape)

@@ -7,7 +7,6 @@ import tensorflow as tf
 
 from t2t_repro.config import ConfigError
 
-
 # The task types that hold replicas under MultiWorkerMirroredStrategy; a
 # chief is a worker that also writes checkpoints and summaries.
 REPLICA_TASK_TYPES = ("chief", "worker")
@@ -29,34 +28,41 @@ def training_tasks(tf_config_text=None):
     except json.JSONDecodeError as error:
         raise ConfigError(f"TF_CONFIG is not JSON: {error}") from None
     if not isinstance(tf_config, dict):
-        raise ConfigError("TF_CONFIG must be a JSON object with \"cluster\" "
-                          "and \"task\"")
+        raise ConfigError('TF_CONFIG must be a JSON object with "cluster" and "task"')
     cluster = tf_config.get("cluster") or {}
     if not isinstance(cluster, dict) or not all(
-            isinstance(tasks, list) for tasks in cluster.values()):
-        raise ConfigError("TF_CONFIG: \"cluster\" must map task types to "
-                          "lists of host:port addresses")
+        isinstance(tasks, list) for tasks in cluster.values()
+    ):
+        raise ConfigError(
+            'TF_CONFIG: "cluster" must map task types to lists of host:port addresses'
+        )
     unsupported = sorted(set(cluster) - set(REPLICA_TASK_TYPES))
     if unsupported:
-        raise ConfigError(f"TF_CONFIG: task type(s) {', '.join(unsupported)} "
-                          "not supported (MultiWorkerMirroredStrategy takes "
-                          "a chief and workers)")
+        raise ConfigError(
+            f"TF_CONFIG: task type(s) {', '.join(unsupported)} "
+            "not supported (MultiWorkerMirroredStrategy takes "
+            "a chief and workers)"
+        )
     if len(cluster.get("chief", [])) > 1:
-        raise ConfigError("TF_CONFIG: at most one chief, got "
-                          f"{len(cluster['chief'])}")
+        raise ConfigError(f"TF_CONFIG: at most one chief, got {len(cluster['chief'])}")
     tasks = sum(len(cluster.get(kind, [])) for kind in REPLICA_TASK_TYPES)
     task = tf_config.get("task")
     if not isinstance(task, dict) or "type" not in task:
-        raise ConfigError("TF_CONFIG: no \"task\" (give this process's "
-                          "{\"type\": \"worker\", \"index\": N})")
+        raise ConfigError(
+            'TF_CONFIG: no "task" (give this process\'s {"type": "worker", "index": N})'
+        )
     kind, index = task["type"], task.get("index", 0)
     if kind not in cluster:
-        raise ConfigError(f"TF_CONFIG: task type {kind!r} is not in the "
-                          f"cluster ({', '.join(sorted(cluster)) or 'empty'})")
+        raise ConfigError(
+            f"TF_CONFIG: task type {kind!r} is not in the "
+            f"cluster ({', '.join(sorted(cluster)) or 'empty'})"
+        )
     if not isinstance(index, int) or not 0 <= index < len(cluster[kind]):
-        raise ConfigError(f"TF_CONFIG: task index {index!r} out of range: "
-                          f"the cluster has {len(cluster[kind])} {kind} "
-                          "task(s)")
+        raise ConfigError(
+            f"TF_CONFIG: task index {index!r} out of range: "
+            f"the cluster has {len(cluster[kind])} {kind} "
+            "task(s)"
+        )
     return tasks
 
 
@@ -67,7 +73,8 @@ def split_cpu(num_devices):
     if existing and len(existing) == num_devices:
         return
     tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+        cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices
+    )
 
 
 def make_strategy(cpu_devices=1):
@@ -84,7 +91,8 @@ def make_strategy(cpu_devices=1):
         return tf.distribute.MultiWorkerMirroredStrategy()
     if cpu_devices > 1:
         return tf.distribute.MirroredStrategy(
-            [device.name for device in tf.config.list_logical_devices("CPU")])
+            [device.name for device in tf.config.list_logical_devices("CPU")]
+        )
     return tf.distribute.MirroredStrategy()
 
 
@@ -94,14 +102,15 @@ def input_context(strategy):
     per worker, numbered as the strategy numbers workers (chief first)."""
     resolver = getattr(strategy, "cluster_resolver", None)
     cluster = resolver.cluster_spec().as_dict() if resolver else {}
-    workers = (len(cluster.get("chief", [])) + len(cluster.get("worker", []))
-               or 1)
+    workers = len(cluster.get("chief", [])) + len(cluster.get("worker", [])) or 1
     pipeline_id = 0
     if workers > 1 and resolver.task_type == "worker":
         pipeline_id = resolver.task_id + len(cluster.get("chief", []))
     return tf.distribute.InputContext(
-        num_input_pipelines=workers, input_pipeline_id=pipeline_id,
-        num_replicas_in_sync=strategy.num_replicas_in_sync)
+        num_input_pipelines=workers,
+        input_pipeline_id=pipeline_id,
+        num_replicas_in_sync=strategy.num_replicas_in_sync,
+    )
 
 
 def is_chief(strategy):
@@ -109,6 +118,8 @@ def is_chief(strategy):
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return True
-    return (resolver.task_type == "chief" or
-            (resolver.task_type == "worker" and resolver.task_id == 0
-             and "chief" not in resolver.cluster_spec().as_dict()))
+    return resolver.task_type == "chief" or (
+        resolver.task_type == "worker"
+        and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict()
+    )

@@ -15,8 +15,13 @@ from t2t_repro.evaluation import sacrebleu_metric
 from t2t_repro.inference import Translator
 from t2t_repro.parsing import score_parses, tree_of_linearisation
 from t2t_repro.training.losses import evaluation_stats
-from t2t_repro.visualization import (KINDS, attention_maps, figure_png,
-                                     plot_attention, translation_ids)
+from t2t_repro.visualization import (
+    KINDS,
+    attention_maps,
+    figure_png,
+    plot_attention,
+    translation_ids,
+)
 
 _SAMPLE_TRANSLATIONS = 5
 
@@ -50,8 +55,16 @@ class DevEvaluator:
             tokenizer unless `decoding` names one.
     """
 
-    def __init__(self, dev_pairs, vocab_proto, max_length, options,
-                 decoding=DecodingOptions(), parsing=False, target_lang=None):
+    def __init__(
+        self,
+        dev_pairs,
+        vocab_proto,
+        max_length,
+        options,
+        decoding=DecodingOptions(),
+        parsing=False,
+        target_lang=None,
+    ):
         self.dev_pairs = dev_pairs
         self.vocab_proto = vocab_proto
         self.tokenizer = None
@@ -63,8 +76,7 @@ class DevEvaluator:
         self.parsing = parsing
         # Made once: a tokenizer that cannot work fails (or warns) before
         # training, not at every evaluation.
-        self._bleu_metric = sacrebleu_metric(target_lang,
-                                             decoding.sacrebleu_tokenize)
+        self._bleu_metric = sacrebleu_metric(target_lang, decoding.sacrebleu_tokenize)
         self._model = self._translator = self._batch_loss = None
 
     def _bind(self, model):
@@ -82,8 +94,10 @@ class DevEvaluator:
         def batch_loss(batch):
             (source, target_input), target_output = batch
             logits = model((source, target_input), training=False)
-            return tf.stack(evaluation_stats(
-                target_output, logits, self.options.label_smoothing))
+            return tf.stack(
+                evaluation_stats(target_output, logits, self.options.label_smoothing)
+            )
+
         self._batch_loss = batch_loss
 
     def loss(self, model):
@@ -93,13 +107,15 @@ class DevEvaluator:
         batches = pipeline.batch_by_tokens(
             pipeline.fit_to_max_length(
                 pipeline.tokenize_pairs(self.dev_pairs, self.tokenizer),
-                self.max_length, self.options.overlong),
-            self.options.batch_tokens, self.max_length)
-        totals = sum(self._batch_loss(batch).numpy().astype(float)
-                     for batch in batches)
+                self.max_length,
+                self.options.overlong,
+            ),
+            self.options.batch_tokens,
+            self.max_length,
+        )
+        totals = sum(self._batch_loss(batch).numpy().astype(float) for batch in batches)
         smoothed, negative_log_likelihood, count = totals
-        return (smoothed / max(count, 1.0),
-                negative_log_likelihood / max(count, 1.0))
+        return (smoothed / max(count, 1.0), negative_log_likelihood / max(count, 1.0))
 
     def translations(self, model):
         """(sources, references, greedy translations) of the dev set, or
@@ -113,15 +129,13 @@ class DevEvaluator:
         references = [t.decode("utf-8") for _, t in pairs]
         # Sentences done of the total and their rate on stderr: a long dev
         # set would otherwise hold training up without a word.
-        return sources, references, self._translator.translate(
-            sources, progress=True)
+        return sources, references, self._translator.translate(sources, progress=True)
 
     def bleu(self, hypotheses, references):
         """(sacreBLEU, its signature) of the dev translations (tests replace
         it to script the scores that early stopping and best checkpoints
         see)."""
-        score = self._bleu_metric.corpus_score(hypotheses,
-                                               [references]).score
+        score = self._bleu_metric.corpus_score(hypotheses, [references]).score
         return score, str(self._bleu_metric.get_signature())
 
     def _write_attention_images(self, model, sentence):
@@ -134,11 +148,15 @@ class DevEvaluator:
             weights, queries, keys = maps[kind]
             last = weights.shape[0] - 1
             for head in range(weights.shape[1]):
-                png = figure_png(plot_attention(
-                    weights, queries, keys, [last], [head],
-                    f"{kind} attention"))
-                tf.summary.image(f"attention/{kind}/head_{head}",
-                                 tf.image.decode_png(png)[tf.newaxis])
+                png = figure_png(
+                    plot_attention(
+                        weights, queries, keys, [last], [head], f"{kind} attention"
+                    )
+                )
+                tf.summary.image(
+                    f"attention/{kind}/head_{head}",
+                    tf.image.decode_png(png)[tf.newaxis],
+                )
 
     def __call__(self, model, step, writer):
         """{"loss", "perplexity", "bleu"} of `model` (perplexity per
@@ -153,17 +171,26 @@ class DevEvaluator:
             tf.summary.scalar("perplexity", perplexity)
             tf.summary.scalar("bleu", bleu)
             if self.parsing:
-                f1 = score_parses(hypotheses, [
-                    tree_of_linearisation(s, r)
-                    for s, r in zip(sources, references)])["bracket_f1"]
+                f1 = score_parses(
+                    hypotheses,
+                    [tree_of_linearisation(s, r) for s, r in zip(sources, references)],
+                )["bracket_f1"]
                 tf.summary.scalar("bracket_f1", f1)
                 logging.info("step %d dev greedy bracket F1 %.2f", step, f1)
             samples = "\n\n".join(
                 f"**source:** {s}  \n**reference:** {r}  \n**output:** {h}"
                 for s, r, h in list(zip(sources, references, hypotheses))[
-                    :_SAMPLE_TRANSLATIONS])
+                    :_SAMPLE_TRANSLATIONS
+                ]
+            )
             tf.summary.text("translations", samples)
             self._write_attention_images(model, sources[0])
-        logging.info("step %d dev loss %.4f perplexity %.2f greedy sacreBLEU "
-                     "%.2f (%s)", step, loss, perplexity, bleu, signature)
+        logging.info(
+            "step %d dev loss %.4f perplexity %.2f greedy sacreBLEU %.2f (%s)",
+            step,
+            loss,
+            perplexity,
+            bleu,
+            signature,
+        )
         return {"loss": loss, "perplexity": perplexity, "bleu": bleu}

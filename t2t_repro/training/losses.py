@@ -14,9 +14,11 @@ def _log_partition_label_mean(labels, logits):
     log-probabilities: -log p_label = logsumexp(z) - z_label, and with the
     smoothed target -sum_k q_k log p_k = logsumexp(z) - (1 - eps) z_label
     - eps mean(z)."""
-    return (tf.reduce_logsumexp(logits, axis=-1),
-            tf.gather(logits, labels, batch_dims=2),
-            tf.reduce_mean(logits, axis=-1))
+    return (
+        tf.reduce_logsumexp(logits, axis=-1),
+        tf.gather(logits, labels, batch_dims=2),
+        tf.reduce_mean(logits, axis=-1),
+    )
 
 
 # XLA fuses these passes over the [batch, length, vocab] logits; unfused,
@@ -28,12 +30,9 @@ def _per_token_loss_and_hit(labels, logits, smoothing):
     # Cast here, not before: a bf16 model's logits (and their gradient)
     # then never exist in float32 outside this fused pass.
     logits = tf.cast(logits, tf.float32)
-    log_partition, label_logit, mean_logit = _log_partition_label_mean(
-        labels, logits)
-    loss = (log_partition - (1.0 - smoothing) * label_logit
-            - smoothing * mean_logit)
-    hit = tf.equal(tf.argmax(logits, axis=-1, output_type=labels.dtype),
-                   labels)
+    log_partition, label_logit, mean_logit = _log_partition_label_mean(labels, logits)
+    loss = log_partition - (1.0 - smoothing) * label_logit - smoothing * mean_logit
+    hit = tf.equal(tf.argmax(logits, axis=-1, output_type=labels.dtype), labels)
     return loss, hit
 
 
@@ -56,11 +55,13 @@ def smoothed_cross_entropy_stats(labels, logits, smoothing):
         (loss_sum, token_count, correct_count), float32 scalars; a token
         is correct when the argmax of its logits is the label.
     """
-    loss, hit = _per_token_loss_and_hit(labels, logits,
-                                        tf.cast(smoothing, tf.float32))
+    loss, hit = _per_token_loss_and_hit(labels, logits, tf.cast(smoothing, tf.float32))
     weights = tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
-    return (tf.reduce_sum(loss * weights), tf.reduce_sum(weights),
-            tf.reduce_sum(tf.cast(hit, tf.float32) * weights))
+    return (
+        tf.reduce_sum(loss * weights),
+        tf.reduce_sum(weights),
+        tf.reduce_sum(tf.cast(hit, tf.float32) * weights),
+    )
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -84,24 +85,31 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     0.3567
     """
 
-    def __init__(self, smoothing=TrainingOptions.label_smoothing,
-                 name="label_smoothed_cross_entropy", **kwargs):
+    def __init__(
+        self,
+        smoothing=TrainingOptions.label_smoothing,
+        name="label_smoothed_cross_entropy",
+        **kwargs,
+    ):
         super().__init__(name=name, **kwargs)
         self.smoothing = smoothing
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         if sample_weight is not None:
             # Keras would scale this scalar per sentence and average.
-            raise ValueError("LabelSmoothedCrossEntropy weighs tokens by "
-                             "their labels (PAD_ID: 0); it takes no "
-                             "sample_weight")
+            raise ValueError(
+                "LabelSmoothedCrossEntropy weighs tokens by "
+                "their labels (PAD_ID: 0); it takes no "
+                "sample_weight"
+            )
         return super().__call__(y_true, y_pred)
 
     def call(self, y_true, y_pred):
         # Keras hands y_true over in the loss's float dtype; ids below
         # 2^24 convert back exactly.
         loss_sum, count, _ = smoothed_cross_entropy_stats(
-            tf.cast(y_true, tf.int32), y_pred, self.smoothing)
+            tf.cast(y_true, tf.int32), y_pred, self.smoothing
+        )
         context = tf.distribute.get_replica_context()
         # None in cross-replica context, which holds the whole batch.
         if context is not None:
@@ -126,11 +134,13 @@ def evaluation_stats(labels, logits, smoothing):
     compiling them (about 5 s for Multi30k's dev set) cost more than the
     fused passes save."""
     log_partition, label_logit, mean_logit = _log_partition_label_mean(
-        labels, tf.cast(logits, tf.float32))
+        labels, tf.cast(logits, tf.float32)
+    )
     weights = tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
     negative_log_likelihood = log_partition - label_logit
-    smoothed = negative_log_likelihood + smoothing * (label_logit -
-                                                      mean_logit)
-    return (tf.reduce_sum(smoothed * weights),
-            tf.reduce_sum(negative_log_likelihood * weights),
-            tf.reduce_sum(weights))
+    smoothed = negative_log_likelihood + smoothing * (label_logit - mean_logit)
+    return (
+        tf.reduce_sum(smoothed * weights),
+        tf.reduce_sum(negative_log_likelihood * weights),
+        tf.reduce_sum(weights),
+    )

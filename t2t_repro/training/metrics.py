@@ -29,9 +29,10 @@ class IntervalMetrics:
 
     def summary(self, learning_rate):
         """The logged metrics, per target token, step or second."""
-        totals = {name: float(np.sum([o[name].numpy()
-                                      for o in self.outputs]))
-                  for name in self.outputs[0]}
+        totals = {
+            name: float(np.sum([o[name].numpy() for o in self.outputs]))
+            for name in self.outputs[0]
+        }
         seconds = time.perf_counter() - self.start
         steps = len(self.outputs)
         targets = max(totals["target_tokens"], 1.0)
@@ -41,8 +42,8 @@ class IntervalMetrics:
             "learning_rate": learning_rate,
             "grad_norm": totals["grad_norm"] / steps,
             "tokens_per_second": totals["real_tokens"] / seconds,
-            "padding_efficiency":
-                totals["real_tokens"] / max(totals["padded_tokens"], 1.0),
+            "padding_efficiency": totals["real_tokens"]
+            / max(totals["padded_tokens"], 1.0),
             "seconds_per_step": seconds / steps,
             "nonfinite_steps": totals["nonfinite"],
         }
@@ -67,13 +68,15 @@ def log_line(metrics, step, train_steps):
     """`metrics` at `step` as one line: the run's progress, the metrics and
     the ETA, the time the remaining steps take at the interval's rate."""
     eta = max(train_steps - step, 0) * metrics["seconds_per_step"]
-    return (f"step {step}/{train_steps} loss {metrics['loss']:.4f} "
-            f"acc {metrics['accuracy']:.3f} lr {metrics['learning_rate']:.3g} "
-            f"|g| {metrics['grad_norm']:.3f} "
-            f"{metrics['tokens_per_second']:.0f} tok/s "
-            f"pad-eff {metrics['padding_efficiency']:.2f} "
-            f"{metrics['seconds_per_step']:.3f} s/step "
-            f"ETA {format_duration(eta)}")
+    return (
+        f"step {step}/{train_steps} loss {metrics['loss']:.4f} "
+        f"acc {metrics['accuracy']:.3f} lr {metrics['learning_rate']:.3g} "
+        f"|g| {metrics['grad_norm']:.3f} "
+        f"{metrics['tokens_per_second']:.0f} tok/s "
+        f"pad-eff {metrics['padding_efficiency']:.2f} "
+        f"{metrics['seconds_per_step']:.3f} s/step "
+        f"ETA {format_duration(eta)}"
+    )
 
 
 def write_metrics(metrics, step, train_steps, writer):
@@ -101,8 +104,13 @@ class ProgressBar:
             return
         from tqdm import tqdm
 
-        self._bar = tqdm(total=train_steps, initial=step, unit="step",
-                         file=stream, dynamic_ncols=True)
+        self._bar = tqdm(
+            total=train_steps,
+            initial=step,
+            unit="step",
+            file=stream,
+            dynamic_ncols=True,
+        )
         self._clear_first = _ClearBefore(self._bar)
         self._handlers = list(python_logging.getLogger().handlers)
         for handler in self._handlers:

@@ -15,8 +15,7 @@ import time
 from absl import logging
 
 # Keras dtype policy of each resolved --mixed_precision value.
-POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
-            "fp16": "mixed_float16"}
+POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 # bf16 must beat fp32 matmuls by this much: the rest of a training step
 # (casts, float32 softmax/LayerNorm/loss) gains less than the matmuls.
 _REQUIRED_SPEEDUP = 1.3
@@ -28,8 +27,9 @@ def matmul_seconds(dtype, size=1024, repeats=5):
     import tensorflow as tf
 
     a = tf.cast(tf.random.stateless_normal([size, size], [1, 2]), dtype)
-    multiply = tf.function(lambda x: tf.reduce_sum(
-        tf.cast(tf.matmul(x, x)[0, 0], tf.float32)))
+    multiply = tf.function(
+        lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x)[0, 0], tf.float32))
+    )
     multiply(a).numpy()
     best = float("inf")
     for _ in range(repeats):
@@ -47,8 +47,11 @@ def matmul_speedup(dtype, device):
     with tf.device(device):
         try:
             return matmul_seconds(tf.float32) / matmul_seconds(dtype)
-        except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError,
-                tf.errors.UnimplementedError):
+        except (
+            tf.errors.InvalidArgumentError,
+            tf.errors.NotFoundError,
+            tf.errors.UnimplementedError,
+        ):
             return 0.0
 
 
@@ -63,22 +66,34 @@ def _measured_choice():
 
     if tf.config.list_physical_devices("GPU"):
         device = "/GPU:0"
-        speedups = {"bf16": matmul_speedup("bfloat16", device),
-                    "fp16": matmul_speedup("float16", device)}
+        speedups = {
+            "bf16": matmul_speedup("bfloat16", device),
+            "fp16": matmul_speedup("float16", device),
+        }
     else:
         device = "/CPU:0"
         # fp16 needs loss scaling and CPUs gain nothing from it.
         speedups = {"bf16": bf16_matmul_speedup()}
-    chosen = next((precision for precision, speedup in speedups.items()
-                   if speedup >= _REQUIRED_SPEEDUP), "none")
-    measured = ", ".join(f"{precision} matmuls run {speedup:.2f}x fp32"
-                         for precision, speedup in speedups.items())
-    return chosen, (f"--mixed_precision=auto on {device}: {measured}; "
-                    f"training in {POLICIES[chosen]}")
+    chosen = next(
+        (
+            precision
+            for precision, speedup in speedups.items()
+            if speedup >= _REQUIRED_SPEEDUP
+        ),
+        "none",
+    )
+    measured = ", ".join(
+        f"{precision} matmuls run {speedup:.2f}x fp32"
+        for precision, speedup in speedups.items()
+    )
+    return chosen, (
+        f"--mixed_precision=auto on {device}: {measured}; "
+        f"training in {POLICIES[chosen]}"
+    )
 
 
 def resolve_precision(requested, model_dir=None):
-    """"none", "bf16" or "fp16" for `requested` (one of config.PRECISIONS).
+    """ "none", "bf16" or "fp16" for `requested` (one of config.PRECISIONS).
 
     "auto" keeps the choice a run in `model_dir` started with, so that a
     resumed run does not switch precision on a machine near the threshold.

@@ -30,16 +30,19 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     0.501
     """
 
-    def __init__(self, d_model, warmup_steps=4000, scale=1.0,
-                 cooldown_steps=0, total_steps=None):
+    def __init__(
+        self, d_model, warmup_steps=4000, scale=1.0, cooldown_steps=0, total_steps=None
+    ):
         if d_model <= 0 or warmup_steps <= 0 or scale <= 0:
             raise ValueError(
                 f"d_model ({d_model}), warmup_steps ({warmup_steps}) and "
-                f"scale ({scale}) must be positive")
+                f"scale ({scale}) must be positive"
+            )
         if cooldown_steps and not 0 < cooldown_steps <= (total_steps or 0):
             raise ValueError(
                 f"cooldown_steps ({cooldown_steps}) must be in "
-                f"[1, total_steps ({total_steps})]")
+                f"[1, total_steps ({total_steps})]"
+            )
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.scale = scale
@@ -48,19 +51,25 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32) + 1.0
-        rate = (self.scale * self.d_model ** -0.5 *
-                tf.minimum(tf.math.rsqrt(step),
-                           step * self.warmup_steps ** -1.5))
+        rate = (
+            self.scale
+            * self.d_model**-0.5
+            * tf.minimum(tf.math.rsqrt(step), step * self.warmup_steps**-1.5)
+        )
         if self.cooldown_steps:
             rate *= tf.clip_by_value(
-                (self.total_steps - step + 1.0) / self.cooldown_steps,
-                0.0, 1.0)
+                (self.total_steps - step + 1.0) / self.cooldown_steps, 0.0, 1.0
+            )
         return rate
 
     def get_config(self):
-        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps,
-                "scale": self.scale, "cooldown_steps": self.cooldown_steps,
-                "total_steps": self.total_steps}
+        return {
+            "d_model": self.d_model,
+            "warmup_steps": self.warmup_steps,
+            "scale": self.scale,
+            "cooldown_steps": self.cooldown_steps,
+            "total_steps": self.total_steps,
+        }
 
 
 # Variables (by Keras name) that decoupled weight decay leaves alone: decay
@@ -84,15 +93,19 @@ class FusedAdam(keras.optimizers.Adam):
         dtype = variable.dtype
         index = self._get_variable_index(variable)
         step = tf.cast(self.iterations + 1, dtype)
-        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2,
-                                                                dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
         tf.raw_ops.ResourceApplyAdam(
-            var=_handle(variable), m=_handle(self._momentums[index]),
+            var=_handle(variable),
+            m=_handle(self._momentums[index]),
             v=_handle(self._velocities[index]),
-            beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
-            lr=tf.cast(learning_rate, dtype), beta1=beta_1, beta2=beta_2,
+            beta1_power=tf.pow(beta_1, step),
+            beta2_power=tf.pow(beta_2, step),
+            lr=tf.cast(learning_rate, dtype),
+            beta1=beta_1,
+            beta2=beta_2,
             epsilon=tf.cast(self.epsilon, dtype),
-            grad=tf.cast(gradient, dtype))
+            grad=tf.cast(gradient, dtype),
+        )
 
 
 def _handle(variable):
@@ -111,8 +124,12 @@ def paper_adam(schedule, weight_decay=0.0):
     matrices.
     """
     optimizer = FusedAdam(
-        learning_rate=schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9,
-        weight_decay=weight_decay or None)
+        learning_rate=schedule,
+        beta_1=0.9,
+        beta_2=0.98,
+        epsilon=1e-9,
+        weight_decay=weight_decay or None,
+    )
     if weight_decay:
         optimizer.exclude_from_weight_decay(var_names=_NOT_DECAYED)
     return optimizer

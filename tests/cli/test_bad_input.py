@@ -10,10 +10,11 @@ import re
 
 import pytest
 
-from bad_inputs import CASES, fill, run_case, write_files
+from helpers.bad_inputs import CASES, fill, run_case, write_files
 
 DEFAULT_SUITE = {
-    ("train", "mismatched lines"), ("train", "invalid UTF-8"),
+    ("train", "mismatched lines"),
+    ("train", "invalid UTF-8"),
     ("train", "missing test file"),
     ("train", "contradictory flags"),
     ("train", "config.json cut in half"),
@@ -22,7 +23,8 @@ DEFAULT_SUITE = {
     ("export", "unwritable --export_dir"),
     ("average", "fewer checkpoints than asked"),
     ("attention", "--layers out of range"),
-    ("summary", "impossible model")}
+    ("summary", "impossible model"),
+}
 assert DEFAULT_SUITE <= {(c.tool, c.problem) for c in CASES}
 
 
@@ -30,31 +32,40 @@ assert DEFAULT_SUITE <= {(c.tool, c.problem) for c in CASES}
 def outcomes(request, toy_run_dir, tmp_path_factory):
     """Each selected case's (exit status, stderr, directory), run a few at
     a time."""
-    selected = [item.callspec.params["case"]
-                for item in request.session.items
-                if item.module is request.module]
+    selected = [
+        item.callspec.params["case"]
+        for item in request.session.items
+        if item.module is request.module
+    ]
     directory = str(tmp_path_factory.mktemp("bad_inputs"))
     write_files(directory, toy_run_dir)
     with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        results = pool.map(lambda case: run_case(case, directory,
-                                                 toy_run_dir), selected)
-        return {case: (*result, directory)
-                for case, result in zip(selected, results)}
+        results = pool.map(
+            lambda case: run_case(case, directory, toy_run_dir), selected
+        )
+        return {case: (*result, directory) for case, result in zip(selected, results)}
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(case, id=f"{case.tool}-{case.problem}", marks=() if (
-        case.tool, case.problem) in DEFAULT_SUITE else pytest.mark.slow)
-    for case in CASES])
-def test_bad_input_is_one_line_naming_the_problem(case, outcomes,
-                                                  toy_run_dir):
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            case,
+            id=f"{case.tool}-{case.problem}",
+            marks=()
+            if (case.tool, case.problem) in DEFAULT_SUITE
+            else pytest.mark.slow,
+        )
+        for case in CASES
+    ],
+)
+def test_bad_input_is_one_line_naming_the_problem(case, outcomes, toy_run_dir):
     status, stderr, directory = outcomes[case]
     assert "Traceback" not in stderr, stderr[-3000:]
     # Before the error only the tool's own progress lines (absl INFO):
     # no warning, C++ log line or traceback around it.
     progress = stderr.strip().splitlines()[:-1]
-    assert all(re.match(r"I\d{4} ", line) for line in progress), \
-        stderr[-3000:]
+    assert all(re.match(r"I\d{4} ", line) for line in progress), stderr[-3000:]
     last_line = stderr.strip().splitlines()[-1]
     assert last_line.startswith(f"t2t-{case.tool}: error: "), stderr[-3000:]
     assert fill(case.expected, directory, toy_run_dir) in last_line

@@ -12,26 +12,45 @@ from importlib import metadata
 
 import pytest
 
-from processes import REPO, quiet_environment
+from helpers.processes import REPO, quiet_environment
 from t2t_repro.cli.flags import flag_name
-from t2t_repro.config import (DecodingOptions, TrainingOptions,
-                              TransformerConfig)
+from t2t_repro.config import DecodingOptions, TrainingOptions, TransformerConfig
 
 TOOLS = {  # tool module: flags its --help must list
-    "train": ["--train_steps", "--d_model", "--num_layers", "--train_src",
-              "--model_dir", "--mixed_precision", "--keep_best",
-              "--init_from", "--init_optimizer_slots"],
+    "train": [
+        "--train_steps",
+        "--d_model",
+        "--num_layers",
+        "--train_src",
+        "--model_dir",
+        "--mixed_precision",
+        "--keep_best",
+        "--init_from",
+        "--init_optimizer_slots",
+    ],
     "eval": ["--beam_size", "--checkpoint", "--test_src", "--output_dir"],
-    "translate": ["--beam_size", "--alpha", "--saved_model", "--input",
-                  "--decode_batch_tokens", "--model_dir"],
-    "export": ["--export_dir", "--version", "--export_jit_compile",
-               "--beam_size"],
+    "translate": [
+        "--beam_size",
+        "--alpha",
+        "--saved_model",
+        "--input",
+        "--decode_batch_tokens",
+        "--model_dir",
+    ],
+    "export": ["--export_dir", "--version", "--export_jit_compile", "--beam_size"],
     "average": ["--num_checkpoints", "--select", "--output_dir"],
     "attention": ["--sentence", "--layers", "--heads", "--output_prefix"],
     "summary": ["--d_model", "--vocab_size", "--pre_norm"],
     "fetch": ["--data_dir", "--local_copy", "--splits", "--base_url"],
-    "score": ["--src", "--tgt", "--model_dir", "--saved_model", "--resume",
-              "--buffer_size", "--alpha"],
+    "score": [
+        "--src",
+        "--tgt",
+        "--model_dir",
+        "--saved_model",
+        "--resume",
+        "--buffer_size",
+        "--alpha",
+    ],
 }
 
 
@@ -44,9 +63,14 @@ def _user_environment(**extra):
 
 
 def _python(code, *args, **environment):
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO,
-                          env=_user_environment(**environment),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO,
+        env=_user_environment(**environment),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 _HELP = """
@@ -85,12 +109,10 @@ def test_tensorflow_start_up_lines_are_hidden_unless_asked_for():
     quiet = _python(_SUMMARY, "--flagfile=flags/tiny.cfg")
     assert quiet.returncode == 0, quiet.stderr[-2000:]
     assert "total_params:" in quiet.stdout
-    noises = ("absl::InitializeLog", "oneDNN", "cpu_feature_guard",
-              "cudart_stub")
+    noises = ("absl::InitializeLog", "oneDNN", "cpu_feature_guard", "cudart_stub")
     for noise in noises:
         assert noise not in quiet.stderr
-    asked = _python(_SUMMARY, "--flagfile=flags/tiny.cfg",
-                    TF_CPP_MIN_LOG_LEVEL="0")
+    asked = _python(_SUMMARY, "--flagfile=flags/tiny.cfg", TF_CPP_MIN_LOG_LEVEL="0")
     assert asked.returncode == 0, asked.stderr[-2000:]
     # What the filter removed. Which lines TensorFlow writes depends on the
     # CPU: its oneDNN line only where oneDNN is on by default (AVX-512
@@ -99,31 +121,42 @@ def test_tensorflow_start_up_lines_are_hidden_unless_asked_for():
 
 
 def test_a_bad_setting_is_one_line_naming_it():
-    result = _python(_SUMMARY, "--flagfile=flags/tiny.cfg", "--d_model=30",
-                     "--num_heads=4")
+    result = _python(
+        _SUMMARY, "--flagfile=flags/tiny.cfg", "--d_model=30", "--num_heads=4"
+    )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
         "t2t-summary: error: invalid Transformer config: d_model=30 is not "
-        "divisible by num_heads=4 (or give both key_dim and value_dim)"]
+        "divisible by num_heads=4 (or give both key_dim and value_dim)"
+    ]
 
 
 def test_python_dash_m_runs_a_tool_and_rejects_stray_arguments():
     command = [sys.executable, "-m", "t2t_repro.cli"]
     stray = subprocess.run(
         command + ["summary", "--flagfile=flags/tiny.cfg", "stray"],
-        cwd=REPO, env=_user_environment(), capture_output=True, text=True,
-        timeout=300)
+        cwd=REPO,
+        env=_user_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert stray.returncode == 2
     assert stray.stderr.splitlines() == [
-        "t2t-summary: error: unexpected arguments ['stray']: every input is "
-        "a --flag"]
+        "t2t-summary: error: unexpected arguments ['stray']: every input is a --flag"
+    ]
 
 
 def _t2t(*args):
     """`t2t *args`, run as `python -m t2t_repro.cli` (the same `main`)."""
-    return subprocess.run([sys.executable, "-m", "t2t_repro.cli", *args],
-                          cwd=REPO, env=_user_environment(),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "t2t_repro.cli", *args],
+        cwd=REPO,
+        env=_user_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _console_scripts():
@@ -140,11 +173,14 @@ def test_t2t_lists_every_tool_with_its_docstrings_summary():
     assert listed.returncode == 0, listed.stderr[-2000:]
     tools = listed.stdout.split("\ntools:\n")[1].splitlines()
     assert [line.split()[0] for line in tools] == sorted(
-        name.removeprefix("t2t-") for name in scripts if name != "t2t")
+        name.removeprefix("t2t-") for name in scripts if name != "t2t"
+    )
     assert "  train      train a Transformer from the command line." in tools
     # A first paragraph over two lines of the docstring, on one.
-    assert ("  export     write a trained run as a SavedModel for TF Serving, "
-            "or as a CTranslate2 model.") in tools
+    assert (
+        "  export     write a trained run as a SavedModel for TF Serving, "
+        "or as a CTranslate2 model."
+    ) in tools
     alone = _t2t()
     assert alone.returncode == 2 and alone.stderr == listed.stdout
 
@@ -156,33 +192,57 @@ def test_t2t_runs_a_tool_and_refuses_an_unknown_one_in_a_line():
     unknown = _t2t("nope", "--help")
     assert unknown.returncode == 2
     assert unknown.stderr.splitlines() == [
-        "t2t: error: no tool 'nope'; the tools: " + ", ".join(sorted(
-            name.removeprefix("t2t-") for name in _console_scripts()
-            if name != "t2t")) + " (t2t --help)"]
+        "t2t: error: no tool 'nope'; the tools: "
+        + ", ".join(
+            sorted(
+                name.removeprefix("t2t-")
+                for name in _console_scripts()
+                if name != "t2t"
+            )
+        )
+        + " (t2t --help)"
+    ]
 
 
 def _flags_of(settings_class):
-    return {f"--{flag_name(field)}" for field in dataclasses.fields(
-        settings_class) if "help" in field.metadata}
+    return {
+        f"--{flag_name(field)}"
+        for field in dataclasses.fields(settings_class)
+        if "help" in field.metadata
+    }
 
 
 # Training flags t2t-eval and t2t-summary define (a training flagfile must
 # parse) but do not read.
 _TRAINING_ONLY = _flags_of(TrainingOptions) | {
-    "--train_src", "--dev_src", "--tfds_train_split", "--average_last",
-    "--vocab_sample_pairs", "--init_from", "--cpu_devices"}
+    "--train_src",
+    "--dev_src",
+    "--tfds_train_split",
+    "--average_last",
+    "--vocab_sample_pairs",
+    "--init_from",
+    "--cpu_devices",
+}
 
 
-@pytest.mark.parametrize("tool, unread", [
-    ("eval", _TRAINING_ONLY | _flags_of(TransformerConfig) | {"--num_layers"}),
-    ("summary", _TRAINING_ONLY | _flags_of(DecodingOptions) |
-     {"--model_dir", "--test_src"}),
-])
+@pytest.mark.parametrize(
+    "tool, unread",
+    [
+        ("eval", _TRAINING_ONLY | _flags_of(TransformerConfig) | {"--num_layers"}),
+        (
+            "summary",
+            _TRAINING_ONLY | _flags_of(DecodingOptions) | {"--model_dir", "--test_src"},
+        ),
+    ],
+)
 def test_help_lists_no_flag_the_tool_does_not_read(tool, unread):
     result = _python(_HELP, tool)
     assert result.returncode == 0, result.stderr[-2000:]
-    listed = set(re.findall(r"^  (--[a-z_0-9]+)", result.stdout.replace(
-        "--[no]", "--"), re.MULTILINE))
+    listed = set(
+        re.findall(
+            r"^  (--[a-z_0-9]+)", result.stdout.replace("--[no]", "--"), re.MULTILINE
+        )
+    )
     assert listed and not listed & unread, listed & unread
 
 
@@ -202,7 +262,10 @@ def test_a_training_flagfile_still_parses(tool):
     result = _python(_PARSE_TRAINING_FLAGFILE, tool)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == [
-        "950", "256", "data/multi30k/test_2016_flickr.en.gz"]
+        "950",
+        "256",
+        "data/multi30k/test_2016_flickr.en.gz",
+    ]
 
 
 _CHECK_MODEL_FLAGS = """
@@ -233,41 +296,50 @@ def test_command_line_model_flags_that_differ_from_the_run_are_refused():
         ("--pre_norm",): "accepted",
         # A training recipe: describes other runs, the run may override it.
         ("--flagfile=flags/tiny.cfg",): "accepted",
-        ("--d_model=64", "--num_heads=8"):
-            "d_model 64 != 32, num_heads 8 != 2",
-        ("--num_layers=3", "--num_decoder_layers=1"):
-            "num_encoder_layers 3 != 1",
-        ("--nopre_norm", "--flagfile=flags/tiny.cfg"):
-            "pre_norm False != True",
+        ("--d_model=64", "--num_heads=8"): "d_model 64 != 32, num_heads 8 != 2",
+        ("--num_layers=3", "--num_decoder_layers=1"): "num_encoder_layers 3 != 1",
+        ("--nopre_norm", "--flagfile=flags/tiny.cfg"): "pre_norm False != True",
     }
     result = _python(_CHECK_MODEL_FLAGS, json.dumps(list(cases)))
     assert result.returncode == 0, result.stderr[-2000:]
-    refused = ("the model is RUN/config.json's, and the command line's model "
-               "flags differ: ")
+    refused = (
+        "the model is RUN/config.json's, and the command line's model flags differ: "
+    )
     assert result.stdout.splitlines() == [
         answer if answer == "accepted" else refused + answer
-        for answer in cases.values()]
+        for answer in cases.values()
+    ]
 
 
 def test_eval_refuses_a_model_flag_and_translate_export_do_not_take_one(
-        toy_run_dir, tmp_path):
+    toy_run_dir, tmp_path
+):
     (tmp_path / "test.de").write_text("ein hund läuft\n")
     (tmp_path / "test.en").write_text("a dog runs\n")
-    evaluated = _t2t("eval", f"--model_dir={toy_run_dir}", "--d_model=64",
-                     f"--test_src={tmp_path}/test.de",
-                     f"--test_tgt={tmp_path}/test.en")
+    evaluated = _t2t(
+        "eval",
+        f"--model_dir={toy_run_dir}",
+        "--d_model=64",
+        f"--test_src={tmp_path}/test.de",
+        f"--test_tgt={tmp_path}/test.en",
+    )
     assert evaluated.returncode == 2
     assert evaluated.stderr.splitlines() == [
         f"t2t-eval: error: the model is {toy_run_dir}/config.json's, and the "
-        "command line's model flags differ: d_model 64 != 32"]
+        "command line's model flags differ: d_model 64 != 32"
+    ]
     for tool in ("translate", "export"):
-        result = _t2t(tool, f"--model_dir={toy_run_dir}", "--d_model=64",
-                      f"--export_dir={tmp_path}/export"
-                      if tool == "export" else "--input=-")
+        result = _t2t(
+            tool,
+            f"--model_dir={toy_run_dir}",
+            "--d_model=64",
+            f"--export_dir={tmp_path}/export" if tool == "export" else "--input=-",
+        )
         assert result.returncode == 2
         [line] = result.stderr.splitlines()
         assert line.startswith(
-            f"t2t-{tool}: error: Unknown command line flag 'd_model'")
+            f"t2t-{tool}: error: Unknown command line flag 'd_model'"
+        )
 
 
 _CONFIG = """
@@ -286,17 +358,26 @@ print(config.num_encoder_layers, config.num_decoder_layers, config.d_model,
 """
 
 
-@pytest.mark.parametrize("args, expected", [
-    ([], "6 6 512 100 4096 None auto None"),
-    (["--num_layers=4"], "4 4 512 100 4096 None auto None"),
-    (["--num_layers=4", "--num_decoder_layers=2"],
-     "4 2 512 100 4096 None auto None"),
-    (["--flagfile=flags/multi30k.cfg", "--model_dir=run"],
-     "3 3 256 100 4000 run auto data/multi30k/train.en.gz"),
-    # A recipe alone: the same model, and no data of its own.
-    (["--flagfile=flags/quickstart.cfg", "--model_dir=run"],
-     "3 3 256 100 4000 run auto None"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        ([], "6 6 512 100 4096 None auto None"),
+        (["--num_layers=4"], "4 4 512 100 4096 None auto None"),
+        (
+            ["--num_layers=4", "--num_decoder_layers=2"],
+            "4 2 512 100 4096 None auto None",
+        ),
+        (
+            ["--flagfile=flags/multi30k.cfg", "--model_dir=run"],
+            "3 3 256 100 4000 run auto data/multi30k/train.en.gz",
+        ),
+        # A recipe alone: the same model, and no data of its own.
+        (
+            ["--flagfile=flags/quickstart.cfg", "--model_dir=run"],
+            "3 3 256 100 4000 run auto None",
+        ),
+    ],
+)
 def test_flags_fill_the_settings(args, expected):
     result = _python(_CONFIG, *args)
     assert result.returncode == 0, result.stderr[-2000:]

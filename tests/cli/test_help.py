@@ -9,10 +9,9 @@ import re
 
 import pytest
 
-from processes import run_python
+from helpers.processes import run_python
 from t2t_repro.cli.flags import flag_name
-from t2t_repro.config import (DecodingOptions, TrainingOptions,
-                              TransformerConfig)
+from t2t_repro.config import DecodingOptions, TrainingOptions, TransformerConfig
 
 RUN_DIR = "Checkpoints and run directory"
 # An entry's first line: "  --name: help", "  --[no]name: ...", "  -h,--...".
@@ -34,8 +33,11 @@ print(flags.FLAGS.main_module_help())
 
 
 def _flags_of(settings_class):
-    return {flag_name(field) for field in dataclasses.fields(settings_class)
-            if "help" in field.metadata}
+    return {
+        flag_name(field)
+        for field in dataclasses.fields(settings_class)
+        if "help" in field.metadata
+    }
 
 
 def _entries(lines):
@@ -62,8 +64,7 @@ def _sections(help_text):
     for block in flag_part.split("\n\n"):
         heading, *lines = block.split("\n")
         assert heading.endswith(":") and not heading.startswith(" "), block
-        names = [_ENTRY.match(line).group(1) for line in lines
-                 if _ENTRY.match(line)]
+        names = [_ENTRY.match(line).group(1) for line in lines if _ENTRY.match(line)]
         assert names == sorted(names), heading  # absl's order, by name
         sections.append((heading[:-1], _entries(lines)))
     return sections
@@ -77,38 +78,68 @@ def _absl_entries(tool):
     return _entries(lines)
 
 
-_EVAL_DATA = {"test_src", "test_tgt", "test_trees", "tfds_test_split",
-              "tfds_name", "tfds_data_dir", "tfds_manual_dir", "source_lang",
-              "target_lang"}
+_EVAL_DATA = {
+    "test_src",
+    "test_tgt",
+    "test_trees",
+    "tfds_test_split",
+    "tfds_name",
+    "tfds_data_dir",
+    "tfds_manual_dir",
+    "source_lang",
+    "target_lang",
+}
 
 CASES = {  # tool: (how help is asked for, headings, {flag: heading})
-    "eval": ("--help",
-             ["t2t-eval", RUN_DIR, "Data", "Decoding"],
-             {"output_dir": "t2t-eval", "model_dir": RUN_DIR,
-              "checkpoint": RUN_DIR, "precision": "Decoding",
-              **dict.fromkeys(_EVAL_DATA, "Data"),
-              **dict.fromkeys(_flags_of(DecodingOptions), "Decoding")}),
-    "translate": ("-h",
-                  ["t2t-translate", RUN_DIR, "Decoding"],
-                  {"input": "t2t-translate", "output": "t2t-translate",
-                   "buffer_size": "t2t-translate", "resume": "t2t-translate",
-                   "n_best": "t2t-translate",
-                   "saved_model": "t2t-translate",
-                   "ctranslate2": "t2t-translate", "model_dir": RUN_DIR,
-                   "checkpoint": RUN_DIR, "precision": "Decoding",
-                   **dict.fromkeys(_flags_of(DecodingOptions), "Decoding")}),
-    "train": ("--helpshort",
-              [RUN_DIR, "Data", "Model", "Training", "Fine-tuning",
-               "Decoding"],
-              {"model_dir": RUN_DIR, "average_last": RUN_DIR,
-               "train_src": "Data", "dev_tgt": "Data", "test_trees": "Data",
-               "tfds_name": "Data", "spm_model_type": "Data",
-               "num_layers": "Model", "cpu_devices": "Training",
-               "init_from": "Fine-tuning",
-               "init_optimizer_slots": "Fine-tuning",
-               **dict.fromkeys(_flags_of(TransformerConfig), "Model"),
-               **dict.fromkeys(_flags_of(TrainingOptions), "Training"),
-               **dict.fromkeys(_flags_of(DecodingOptions), "Decoding")}),
+    "eval": (
+        "--help",
+        ["t2t-eval", RUN_DIR, "Data", "Decoding"],
+        {
+            "output_dir": "t2t-eval",
+            "model_dir": RUN_DIR,
+            "checkpoint": RUN_DIR,
+            "precision": "Decoding",
+            **dict.fromkeys(_EVAL_DATA, "Data"),
+            **dict.fromkeys(_flags_of(DecodingOptions), "Decoding"),
+        },
+    ),
+    "translate": (
+        "-h",
+        ["t2t-translate", RUN_DIR, "Decoding"],
+        {
+            "input": "t2t-translate",
+            "output": "t2t-translate",
+            "buffer_size": "t2t-translate",
+            "resume": "t2t-translate",
+            "n_best": "t2t-translate",
+            "saved_model": "t2t-translate",
+            "ctranslate2": "t2t-translate",
+            "model_dir": RUN_DIR,
+            "checkpoint": RUN_DIR,
+            "precision": "Decoding",
+            **dict.fromkeys(_flags_of(DecodingOptions), "Decoding"),
+        },
+    ),
+    "train": (
+        "--helpshort",
+        [RUN_DIR, "Data", "Model", "Training", "Fine-tuning", "Decoding"],
+        {
+            "model_dir": RUN_DIR,
+            "average_last": RUN_DIR,
+            "train_src": "Data",
+            "dev_tgt": "Data",
+            "test_trees": "Data",
+            "tfds_name": "Data",
+            "spm_model_type": "Data",
+            "num_layers": "Model",
+            "cpu_devices": "Training",
+            "init_from": "Fine-tuning",
+            "init_optimizer_slots": "Fine-tuning",
+            **dict.fromkeys(_flags_of(TransformerConfig), "Model"),
+            **dict.fromkeys(_flags_of(TrainingOptions), "Training"),
+            **dict.fromkeys(_flags_of(DecodingOptions), "Decoding"),
+        },
+    ),
 }
 
 
@@ -120,12 +151,10 @@ def test_help_lists_the_flags_it_read_before_grouped_by_topic(tool):
     assert result.stdout.startswith(f"t2t-{tool}:")  # the docstring
     sections = _sections(result.stdout)
     assert [heading for heading, _ in sections] == headings
-    heading_of = {name: heading for heading, entries in sections
-                  for name in entries}
+    heading_of = {name: heading for heading, entries in sections for name in entries}
     assert {name: heading_of.get(name) for name in topics} == topics
     # Not a flag lost, added or written otherwise than absl wrote it.
-    listed = {name: text for _, entries in sections
-              for name, text in entries.items()}
+    listed = {name: text for _, entries in sections for name, text in entries.items()}
     assert listed == _absl_entries(tool)
     if tool == "eval":  # the flags t2t-eval reads, and no training flag
         assert set(listed) == set(topics)

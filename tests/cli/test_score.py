@@ -10,32 +10,37 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from margins import teacher_forced_margins
-from processes import run_python
+from helpers.margins import teacher_forced_margins
+from helpers.processes import run_python
+from helpers.toy_run import toy_pairs
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, DecodingOptions
 from t2t_repro.inference import Scorer
 from t2t_repro.serving import export_saved_model
 from t2t_repro.training.losses import evaluation_stats
-from toy_run import toy_pairs
 
 ALPHA = 1.0  # not the default: the flag must reach the score
 # The toy run's first eight training pairs (all different).
-PAIRS = [(source.decode(), target.decode()) for source, target in
-         toy_pairs().take(8).as_numpy_iterator()]
+PAIRS = [
+    (source.decode(), target.decode())
+    for source, target in toy_pairs().take(8).as_numpy_iterator()
+]
 # Each source with the next pair's target.
-MISALIGNED = [(source, PAIRS[(i + 1) % len(PAIRS)][1])
-              for i, (source, _) in enumerate(PAIRS)]
+MISALIGNED = [
+    (source, PAIRS[(i + 1) % len(PAIRS)][1]) for i, (source, _) in enumerate(PAIRS)
+]
 # An empty target (EOS alone), an empty source, a target over the toy
 # model's max_length of 32 tokens (cut to 31 and EOS).
-ODD = [("ein hund läuft", ""), ("", "a dog runs"),
-       ("ein hund läuft", " ".join(["a dog runs"] * 20))]
+ODD = [
+    ("ein hund läuft", ""),
+    ("", "a dog runs"),
+    ("ein hund läuft", " ".join(["a dog runs"] * 20)),
+]
 ALL = PAIRS + MISALIGNED + ODD
 
 
 def _score_cli(*flags):
-    return run_python(["-m", "t2t_repro.cli", "score", "--progress=false",
-                       *flags])
+    return run_python(["-m", "t2t_repro.cli", "score", "--progress=false", *flags])
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +49,24 @@ def scored(toy_run_dir, tmp_path_factory):
     directory = tmp_path_factory.mktemp("score")
     with gzip.open(directory / "src.gz", "wt", encoding="utf-8") as handle:
         handle.write("".join(source + "\n" for source, _ in ALL))
-    (directory / "tgt").write_text(
-        "".join(target + "\n" for _, target in ALL), "utf-8")
-    result = _score_cli(f"--model_dir={toy_run_dir}",
-                        f"--src={directory}/src.gz", f"--tgt={directory}/tgt",
-                        f"--alpha={ALPHA}", "--buffer_size=5")
+    (directory / "tgt").write_text("".join(target + "\n" for _, target in ALL), "utf-8")
+    result = _score_cli(
+        f"--model_dir={toy_run_dir}",
+        f"--src={directory}/src.gz",
+        f"--tgt={directory}/tgt",
+        f"--alpha={ALPHA}",
+        "--buffer_size=5",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert ("1 of 19 pairs had more subword tokens than the model's "
-            "max_length") in result.stderr
+    assert (
+        "1 of 19 pairs had more subword tokens than the model's max_length"
+    ) in result.stderr
     rows = [line.split("\t") for line in result.stdout.splitlines()]
     assert len(rows) == len(ALL) and {len(row) for row in rows} == {4}
-    return [(float(log_prob), int(tokens), float(per_token), float(score))
-            for log_prob, tokens, per_token, score in rows]
+    return [
+        (float(log_prob), int(tokens), float(per_token), float(score))
+        for log_prob, tokens, per_token, score in rows
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +78,7 @@ def model_and_pieces(toy_run_dir):
 
 
 def _ids(pieces, text, max_length):
-    ids = pieces.encode(text)[:max_length - 1]
+    ids = pieces.encode(text)[: max_length - 1]
     return ids + [EOS_ID]
 
 
@@ -76,9 +87,13 @@ def _teacher_forced(model, pieces, source, target):
     without label smoothing, summed, and its token count."""
     length = model.config.max_length
     target_ids = _ids(pieces, target, length)
-    logits = model((tf.constant([_ids(pieces, source, length)]),
-                    tf.constant([[BOS_ID] + target_ids[:-1]])),
-                   training=False)
+    logits = model(
+        (
+            tf.constant([_ids(pieces, source, length)]),
+            tf.constant([[BOS_ID] + target_ids[:-1]]),
+        ),
+        training=False,
+    )
     _, loss, tokens = evaluation_stats(tf.constant([target_ids]), logits, 0.0)
     return -float(loss), int(tokens)
 
@@ -88,28 +103,35 @@ def test_scores_are_the_unsmoothed_training_loss(scored, model_and_pieces):
         log_prob, tokens = _teacher_forced(*model_and_pieces, source, target)
         assert row[1] == tokens
         np.testing.assert_allclose(
-            row, [log_prob, tokens, log_prob / tokens,
-                  log_prob / ((5 + tokens) / 6) ** ALPHA], atol=1e-4)
+            row,
+            [
+                log_prob,
+                tokens,
+                log_prob / tokens,
+                log_prob / ((5 + tokens) / 6) ** ALPHA,
+            ],
+            atol=1e-4,
+        )
     assert [row[1] for row in scored[-3:]] == [1, 4, 32]
 
 
 def _padded(rows):
     width = max(map(len, rows))
-    return np.array([row + [PAD_ID] * (width - len(row)) for row in rows],
-                    np.int32)
+    return np.array([row + [PAD_ID] * (width - len(row)) for row in rows], np.int32)
 
 
-def test_a_misaligned_target_scores_lower_than_the_true_one(
-        scored, model_and_pieces):
+def test_a_misaligned_target_scores_lower_than_the_true_one(scored, model_and_pieces):
     model, pieces = model_and_pieces
     length = model.config.max_length
     margin = teacher_forced_margins(
-        model, _padded([_ids(pieces, s, length) for s, _ in PAIRS]),
-        _padded([_ids(pieces, t, length) for _, t in PAIRS])).min()
+        model,
+        _padded([_ids(pieces, s, length) for s, _ in PAIRS]),
+        _padded([_ids(pieces, t, length) for _, t in PAIRS]),
+    ).min()
     # Learned robustly: rounding that differs between CPUs changes no
     # comparison below.
     assert margin > 1.0
-    true, misaligned = scored[:len(PAIRS)], scored[len(PAIRS):2 * len(PAIRS)]
+    true, misaligned = scored[: len(PAIRS)], scored[len(PAIRS) : 2 * len(PAIRS)]
     for right, wrong in zip(true, misaligned):
         # At its first token that differs, a misaligned target has a token
         # the model ranks at least `margin` below the true one (log P <= 0).
@@ -117,37 +139,38 @@ def test_a_misaligned_target_scores_lower_than_the_true_one(
         assert wrong[0] < right[0] and wrong[2] < right[2]
 
 
-def test_misaligned_files_are_one_line_naming_the_line(toy_run_dir,
-                                                       tmp_path):
+def test_misaligned_files_are_one_line_naming_the_line(toy_run_dir, tmp_path):
     (tmp_path / "src").write_text("ein hund\neine katze\nder mann\n")
     (tmp_path / "tgt").write_text("a dog\na cat\n")
-    result = _score_cli(f"--model_dir={toy_run_dir}", f"--src={tmp_path}/src",
-                        f"--tgt={tmp_path}/tgt")
+    result = _score_cli(
+        f"--model_dir={toy_run_dir}", f"--src={tmp_path}/src", f"--tgt={tmp_path}/tgt"
+    )
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == (
         f"t2t-score: error: {tmp_path}/tgt has 2 lines but {tmp_path}/src "
         "has 3: parallel files must be line-aligned (first unmatched line: "
-        f"{tmp_path}/src:3)")
+        f"{tmp_path}/src:3)"
+    )
 
 
 @pytest.mark.slow  # 85 s here, most of it exporting
-def test_the_saved_models_score_signature_scores_alike(toy_run_dir, scored,
-                                                       tmp_path):
+def test_the_saved_models_score_signature_scores_alike(toy_run_dir, scored, tmp_path):
     path = export_saved_model(toy_run_dir, str(tmp_path), warmup_requests=0)
     sources = tf.constant([source for source, _ in ALL])
     targets = tf.constant([target for _, target in ALL])
     outputs = tf.saved_model.load(path).signatures["score"](
-        inputs=sources, targets=targets, alpha=tf.constant(ALPHA))
-    np.testing.assert_allclose(outputs["log_probs"],
-                               [row[0] for row in scored], atol=1e-4)
-    np.testing.assert_allclose(outputs["scores"],
-                               [row[3] for row in scored], atol=1e-4)
-    np.testing.assert_array_equal(outputs["target_tokens"],
-                                  [row[1] for row in scored])
-    np.testing.assert_array_equal(outputs["truncated"],
-                                  [False] * (len(ALL) - 1) + [True])
+        inputs=sources, targets=targets, alpha=tf.constant(ALPHA)
+    )
+    np.testing.assert_allclose(
+        outputs["log_probs"], [row[0] for row in scored], atol=1e-4
+    )
+    np.testing.assert_allclose(outputs["scores"], [row[3] for row in scored], atol=1e-4)
+    np.testing.assert_array_equal(outputs["target_tokens"], [row[1] for row in scored])
+    np.testing.assert_array_equal(
+        outputs["truncated"], [False] * (len(ALL) - 1) + [True]
+    )
     results, truncated = Scorer.from_saved_model(
-        path, DecodingOptions(alpha=ALPHA)).score(
-            [source for source, _ in ALL], [target for _, target in ALL])
+        path, DecodingOptions(alpha=ALPHA)
+    ).score([source for source, _ in ALL], [target for _, target in ALL])
     np.testing.assert_allclose(results, scored, atol=1e-4)
     assert truncated == 1

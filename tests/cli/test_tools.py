@@ -8,38 +8,43 @@ import pytest
 import sacrebleu
 import tensorflow as tf
 
-from processes import run_python
+from helpers.processes import run_python
+from helpers.toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
+from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.checkpoints import RunDir, model_checkpoint
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.evaluation import paper_tokenized, split_compounds
 from t2t_repro.model import Transformer
-from t2t_repro.visualization import (attention_maps, plot_attention,
-                                     plot_attention_lines)
-from toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
-from vocab_for_tests import tiny_vocab
+from t2t_repro.visualization import attention_maps, plot_attention, plot_attention_lines
+
 
 def _cli(tool, *flags):
     return run_python(["-m", "t2t_repro.cli", tool, *flags])
 
 
 def test_compound_splitting_like_get_ende_bleu():
-    assert (split_compounds("ein Hand-made Stuhl , 2014-2015")
-            == "ein Hand ##AT##-##AT## made Stuhl , 2014 ##AT##-##AT## 2015")
-    assert paper_tokenized(["Ein Hund, der läuft."], "de") == [
-        "Ein Hund , der läuft ."]
+    assert (
+        split_compounds("ein Hand-made Stuhl , 2014-2015")
+        == "ein Hand ##AT##-##AT## made Stuhl , 2014 ##AT##-##AT## 2015"
+    )
+    assert paper_tokenized(["Ein Hund, der läuft."], "de") == ["Ein Hund , der läuft ."]
 
 
-def test_eval_cli_writes_hypotheses_scores_and_summaries(toy_run_dir,
-                                                         tmp_path):
-    pairs = [(s.decode(), t.decode())
-             for s, t in toy_pairs().take(20).as_numpy_iterator()]
+def test_eval_cli_writes_hypotheses_scores_and_summaries(toy_run_dir, tmp_path):
+    pairs = [
+        (s.decode(), t.decode()) for s, t in toy_pairs().take(20).as_numpy_iterator()
+    ]
     (tmp_path / "test.de").write_text("".join(s + "\n" for s, _ in pairs))
     (tmp_path / "test.en").write_text("".join(t + "\n" for _, t in pairs))
-    result = _cli("eval", "--flagfile=flags/tiny.cfg",
-                  f"--model_dir={toy_run_dir}",
-                  f"--test_src={tmp_path}/test.de",
-                  f"--test_tgt={tmp_path}/test.en", "--target_lang=en",
-                  f"--output_dir={tmp_path}/out")
+    result = _cli(
+        "eval",
+        "--flagfile=flags/tiny.cfg",
+        f"--model_dir={toy_run_dir}",
+        f"--test_src={tmp_path}/test.de",
+        f"--test_tgt={tmp_path}/test.en",
+        "--target_lang=en",
+        f"--output_dir={tmp_path}/out",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     output = f"{tmp_path}/out/test.de.step{LEARNABLE_STEPS}"
     with open(output + ".json") as handle:
@@ -55,9 +60,12 @@ def test_eval_cli_writes_hypotheses_scores_and_summaries(toy_run_dir,
     assert "NOT comparable to sacreBLEU" in result.stdout
     assert f"sacreBLEU {scores['sacrebleu']:.2f}" in result.stdout
     events = tf.io.gfile.glob(os.path.join(toy_run_dir, "eval", "events*"))
-    tags = {value.tag for path in events
-            for event in tf.compat.v1.train.summary_iterator(path)
-            for value in event.summary.value}
+    tags = {
+        value.tag
+        for path in events
+        for event in tf.compat.v1.train.summary_iterator(path)
+        for value in event.summary.value
+    }
     assert {"sacrebleu", "chrf", "tokenized_bleu"} <= tags
 
 
@@ -85,18 +93,22 @@ def test_average_of_known_weights_is_exact(tmp_path):
 
 
 def test_average_cli_output_is_a_usable_run(toy_run_dir, tmp_path):
-    result = _cli("average", f"--model_dir={toy_run_dir}",
-                  f"--output_dir={tmp_path}/avg", "--num_checkpoints=3")
+    result = _cli(
+        "average",
+        f"--model_dir={toy_run_dir}",
+        f"--output_dir={tmp_path}/avg",
+        "--num_checkpoints=3",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    paths = tf.train.get_checkpoint_state(
-        toy_run_dir).all_model_checkpoint_paths[-3:]
+    paths = tf.train.get_checkpoint_state(toy_run_dir).all_model_checkpoint_paths[-3:]
     runs = [RunDir(toy_run_dir).load_model(p)[0] for p in paths]
     averaged, _, _ = RunDir(str(tmp_path / "avg")).load_model()
     for index, weight in enumerate(averaged.trainable_weights):
-        mean = np.mean([m.trainable_weights[index].numpy().astype(np.float64)
-                        for m in runs], axis=0).astype(np.float32)
-        np.testing.assert_allclose(weight.numpy(), mean, rtol=1e-7,
-                                   atol=1e-9)
+        mean = np.mean(
+            [m.trainable_weights[index].numpy().astype(np.float64) for m in runs],
+            axis=0,
+        ).astype(np.float32)
+        np.testing.assert_allclose(weight.numpy(), mean, rtol=1e-7, atol=1e-9)
 
 
 def test_attention_maps_are_the_models_and_plotted_as_is(toy_run_dir):
@@ -105,53 +117,67 @@ def test_attention_maps_are_the_models_and_plotted_as_is(toy_run_dir):
     output = [10, 11, 12, 3]
     maps = attention_maps(model, tokenizer, "ein hund läuft", output)
     source = tokenizer.tokenize(["ein hund läuft"]).to_tensor()
-    _, expected = model.encode(source, training=False,
-                               return_attention_scores=True)
+    _, expected = model.encode(source, training=False, return_attention_scores=True)
     weights, queries, keys = maps["encoder_self"]
     np.testing.assert_allclose(weights[0], expected[0][0].numpy(), atol=1e-6)
     assert weights.shape[2:] == (len(queries), len(keys))
     assert maps["encoder_decoder"][0].shape[2:] == (4, source.shape[1])
     assert maps["decoder_self"][1][-1] == "</s>"
     for kind, (weights, _, _) in maps.items():
-        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5,
-                                   err_msg=kind)
+        np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5, err_msg=kind)
     cross, queries, keys = maps["encoder_decoder"]
-    figure = plot_attention(cross, queries, keys, layers=[0], heads=[0, 1],
-                            title="t")
-    np.testing.assert_array_equal(figure.axes[1].images[0].get_array(),
-                                  cross[0, 1])
+    figure = plot_attention(cross, queries, keys, layers=[0], heads=[0, 1], title="t")
+    np.testing.assert_array_equal(figure.axes[1].images[0].get_array(), cross[0, 1])
     # Connection plot: a line per (head, query, key), opacity = weight.
-    figure = plot_attention_lines(cross, queries, keys, layer=0, heads=[0, 1],
-                                  queries=[1, 2], title="t")
+    figure = plot_attention_lines(
+        cross, queries, keys, layer=0, heads=[0, 1], queries=[1, 2], title="t"
+    )
     lines = figure.axes[0].lines
     assert len(lines) == 2 * 2 * len(keys)
-    expected = [cross[0, head, query, key] for head in (0, 1)
-                for query in (1, 2) for key in range(len(keys))]
-    np.testing.assert_allclose([line.get_alpha() for line in lines],
-                               expected, rtol=1e-6)
-    assert [line.get_ydata()[1] for line in lines[:len(keys)]] == list(
-        range(len(keys)))
+    expected = [
+        cross[0, head, query, key]
+        for head in (0, 1)
+        for query in (1, 2)
+        for key in range(len(keys))
+    ]
+    np.testing.assert_allclose(
+        [line.get_alpha() for line in lines], expected, rtol=1e-6
+    )
+    assert [line.get_ydata()[1] for line in lines[: len(keys)]] == list(
+        range(len(keys))
+    )
     assert len({line.get_color() for line in lines}) == 2
 
 
 @pytest.mark.slow  # 29 s
 def test_attention_cli_writes_pngs(toy_run_dir, tmp_path):
-    result = _cli("attention", f"--model_dir={toy_run_dir}",
-                  "--sentence=ein hund läuft das gras", "--heads=0,1",
-                  f"--output_prefix={tmp_path}/dog")
+    result = _cli(
+        "attention",
+        f"--model_dir={toy_run_dir}",
+        "--sentence=ein hund läuft das gras",
+        "--heads=0,1",
+        f"--output_prefix={tmp_path}/dog",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     for kind in ("encoder_self", "decoder_self", "encoder_decoder"):
         png = (tmp_path / f"dog_{kind}.png").read_bytes()
         assert png.startswith(b"\x89PNG") and len(png) > 5000
-    result = _cli("attention", f"--model_dir={toy_run_dir}",
-                  "--sentence=ein hund läuft das gras", "--style=lines",
-                  "--layers=0", "--queries=0", f"--output_prefix={tmp_path}/l")
+    result = _cli(
+        "attention",
+        f"--model_dir={toy_run_dir}",
+        "--sentence=ein hund läuft das gras",
+        "--style=lines",
+        "--layers=0",
+        "--queries=0",
+        f"--output_prefix={tmp_path}/l",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.glob("l_*")) == [
-        f"l_{kind}_layer0.png" for kind in
-        ("decoder_self", "encoder_decoder", "encoder_self")]
-    result = _cli("attention", f"--model_dir={toy_run_dir}",
-                  "--sentence=x", "--heads=5")
+        f"l_{kind}_layer0.png"
+        for kind in ("decoder_self", "encoder_decoder", "encoder_self")
+    ]
+    result = _cli(
+        "attention", f"--model_dir={toy_run_dir}", "--sentence=x", "--heads=5"
+    )
     assert result.returncode != 0
-    assert "--heads=5: [5] out of range; the model has 2 heads" in \
-        result.stderr
+    assert "--heads=5: [5] out of range; the model has 2 heads" in result.stderr

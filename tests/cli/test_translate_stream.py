@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 from sentencepiece import sentencepiece_model_pb2
 
-from processes import REPO, quiet_environment, run_python
+from helpers.processes import REPO, quiet_environment, run_python
+from helpers.toy_run import toy_pairs
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.cli.streaming import resume_point, skip_done
 from t2t_repro.config import EOS_ID, DecodingOptions
@@ -23,19 +24,18 @@ from t2t_repro.data import DataError
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.decoding.decoders import n_best_translations
 from t2t_repro.inference import Progress, Translator
-from toy_run import toy_pairs
 
 # The toy run's training sources, then inputs it never saw: an empty line,
 # unknown characters, a sentence over its max_length.
-SOURCES = [source.decode() for source, _ in
-           toy_pairs().take(8).as_numpy_iterator()] + [
-    "", "über das gras läuft ein hund — «schön» 犬",
-    " ".join(["ein hund läuft"] * 20)]
+SOURCES = [source.decode() for source, _ in toy_pairs().take(8).as_numpy_iterator()] + [
+    "",
+    "über das gras läuft ein hund — «schön» 犬",
+    " ".join(["ein hund läuft"] * 20),
+]
 
 
 def _translate_cli(*flags):
-    return run_python(["-m", "t2t_repro.cli", "translate", "--progress=false",
-                       *flags])
+    return run_python(["-m", "t2t_repro.cli", "translate", "--progress=false", *flags])
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +46,11 @@ def run_dir(toy_run_dir, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("umlaut") / "run")
     shutil.copytree(toy_run_dir, path)
     vocabulary = sentencepiece_model_pb2.ModelProto.FromString(
-        RunDir(path).load_vocabulary())
-    next(piece for piece in vocabulary.pieces
-         if piece.piece == "\u2581dog").piece = "\u2581dög"
+        RunDir(path).load_vocabulary()
+    )
+    next(
+        piece for piece in vocabulary.pieces if piece.piece == "\u2581dog"
+    ).piece = "\u2581dög"
     with open(RunDir(path).vocab_path, "wb") as handle:
         handle.write(vocabulary.SerializeToString())
     return path
@@ -63,8 +65,9 @@ def model_and_tokenizer(run_dir):
 @pytest.fixture(scope="module")
 def reference(model_and_tokenizer):
     """(translations, scores) of SOURCES, all at once, in this process."""
-    translations, scores = Translator(
-        *model_and_tokenizer).translate_with_scores(SOURCES)
+    translations, scores = Translator(*model_and_tokenizer).translate_with_scores(
+        SOURCES
+    )
     assert "dög" in translations[0]
     return translations, scores
 
@@ -72,22 +75,31 @@ def reference(model_and_tokenizer):
 def _with_scores(lines):
     """(translations, scores) of --with_scores lines."""
     fields = [line.split(" ||| ") for line in lines]
-    return ([text for _, text in fields],
-            [float(score) for score, _ in fields])
+    return ([text for _, text in fields], [float(score) for score, _ in fields])
 
 
-def test_killed_run_resumes_to_the_uninterrupted_output(
-        run_dir, reference, tmp_path):
+def test_killed_run_resumes_to_the_uninterrupted_output(run_dir, reference, tmp_path):
     sources = SOURCES * 10  # 110 lines, 55 chunks of 2
     expected = reference[0] * 10, reference[1] * 10
     source, output = tmp_path / "source.txt", tmp_path / "out.txt"
     source.write_text("".join(s + "\n" for s in sources), "utf-8")
-    flags = ["-m", "t2t_repro.cli", "translate", f"--model_dir={run_dir}",
-             f"--input={source}", f"--output={output}", "--buffer_size=2",
-             "--with_scores", "--progress=false"]
-    process = subprocess.Popen([sys.executable, *flags], cwd=REPO,
-                               env=quiet_environment(),
-                               stderr=subprocess.PIPE)
+    flags = [
+        "-m",
+        "t2t_repro.cli",
+        "translate",
+        f"--model_dir={run_dir}",
+        f"--input={source}",
+        f"--output={output}",
+        "--buffer_size=2",
+        "--with_scores",
+        "--progress=false",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, *flags],
+        cwd=REPO,
+        env=quiet_environment(),
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 300
         while not (output.exists() and b"\n" in output.read_bytes()):
@@ -99,28 +111,32 @@ def test_killed_run_resumes_to_the_uninterrupted_output(
         process.wait()
         process.stderr.close()
     written = output.read_bytes()
-    complete = written[:written.rindex(b"\n") + 1].decode().splitlines()
+    complete = written[: written.rindex(b"\n") + 1].decode().splitlines()
     assert 0 < len(complete) < len(sources)  # killed mid-run
     texts, scores = _with_scores(complete)
-    assert texts == expected[0][:len(complete)]
-    np.testing.assert_allclose(scores, expected[1][:len(complete)], atol=1e-5)
+    assert texts == expected[0][: len(complete)]
+    np.testing.assert_allclose(scores, expected[1][: len(complete)], atol=1e-5)
     # A mark that only a kept line can carry on, and what a crash in the
     # middle of a write leaves.
-    output.write_bytes("\n".join(["0 ||| KEPT", *complete[1:],
-                                  "-0.1 ||| a half-writ"]).encode())
+    output.write_bytes(
+        "\n".join(["0 ||| KEPT", *complete[1:], "-0.1 ||| a half-writ"]).encode()
+    )
     resumed = run_python(flags[:-1] + ["--resume"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"holds {len(complete)} inputs' output" in resumed.stderr
     # Not a terminal: a plain progress line at the end.
-    assert re.search(rf"^translated {len(sources)}/{len(sources)} "
-                     r"sentences, [\d.]+/s$", resumed.stderr, re.MULTILINE)
+    assert re.search(
+        rf"^translated {len(sources)}/{len(sources)} "
+        r"sentences, [\d.]+/s$",
+        resumed.stderr,
+        re.MULTILINE,
+    )
     texts, scores = _with_scores(output.read_text("utf-8").splitlines())
     assert texts == ["KEPT", *expected[0][1:]]
     np.testing.assert_allclose(scores[1:], expected[1][1:], atol=1e-5)
 
 
-def test_resume_cuts_partial_lines_and_n_best_groups_and_skips_inputs(
-        tmp_path):
+def test_resume_cuts_partial_lines_and_n_best_groups_and_skips_inputs(tmp_path):
     path = tmp_path / "out"
     assert resume_point(str(path), 2) == 0  # nothing written yet
     path.write_bytes(b"0 ||| a\n0 ||| b\n1 ||| c\n1 ||| d\n2 ||| e\n2 ||| f")
@@ -131,55 +147,76 @@ def test_resume_cuts_partial_lines_and_n_best_groups_and_skips_inputs(
     inputs = iter(["a", "b", "c"])
     skip_done(inputs, 2, "out", "in")
     assert list(inputs) == ["c"]
-    with pytest.raises(DataError, match="^out holds the output of 4 inputs "
-                       "but in has 3: not its output"):
+    with pytest.raises(
+        DataError,
+        match="^out holds the output of 4 inputs but in has 3: not its output",
+    ):
         skip_done(iter(["a", "b", "c"]), 4, "out", "in")
 
 
 def _n_best_ids(model_and_tokenizer, beam_size, alpha):
     """(ids `[sentence, beam, length]`, scores) of SOURCES, searched here."""
     model, tokenizer = model_and_tokenizer
-    source, _ = tokenize_sources(tokenizer, tf.constant(SOURCES),
-                                 model.config.max_length)
-    ids, scores = tf.function(lambda source: n_best_translations(
-        model, source, beam_size, alpha, DecodingOptions()))(source)
+    source, _ = tokenize_sources(
+        tokenizer, tf.constant(SOURCES), model.config.max_length
+    )
+    ids, scores = tf.function(
+        lambda source: n_best_translations(
+            model, source, beam_size, alpha, DecodingOptions()
+        )
+    )(source)
     return ids.numpy(), scores.numpy()
 
 
 def _up_to_eos(row):
     ends = np.flatnonzero(row == EOS_ID)
-    return tuple(row[:ends[0] + 1] if ends.size else row)
+    return tuple(row[: ends[0] + 1] if ends.size else row)
 
 
 # Python 3.11 writes UTF-8 under LC_ALL=C anyway (PEP 540's UTF-8 mode);
 # an ascii PYTHONIOENCODING is what breaks a plain sys.stdout.write.
-@pytest.mark.parametrize("io_encoding", [
-    pytest.param(None, marks=pytest.mark.slow), "ascii"])
+@pytest.mark.parametrize(
+    "io_encoding", [pytest.param(None, marks=pytest.mark.slow), "ascii"]
+)
 def test_n_best_lists_on_stdout_are_distinct_hypotheses_best_first(
-        run_dir, model_and_tokenizer, reference, io_encoding):
+    run_dir, model_and_tokenizer, reference, io_encoding
+):
     environment = quiet_environment(LC_ALL="C", LANG="C")
     environment.pop("PYTHONIOENCODING", None)
     if io_encoding:
         environment["PYTHONIOENCODING"] = io_encoding
     result = subprocess.run(
-        [sys.executable, "-m", "t2t_repro.cli", "translate",
-         f"--model_dir={run_dir}", "--n_best=3", "--beam_size=4",
-         "--progress=false"],
-        input="".join(s + "\n" for s in SOURCES).encode(), cwd=REPO,
-        env=environment, capture_output=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "t2t_repro.cli",
+            "translate",
+            f"--model_dir={run_dir}",
+            "--n_best=3",
+            "--beam_size=4",
+            "--progress=false",
+        ],
+        input="".join(s + "\n" for s in SOURCES).encode(),
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = [line.split(" ||| ")
-            for line in result.stdout.decode("utf-8").splitlines()]
+    rows = [line.split(" ||| ") for line in result.stdout.decode("utf-8").splitlines()]
     assert [int(index) for index, _, _ in rows] == [
-        i for i in range(len(SOURCES)) for _ in range(3)]
+        i for i in range(len(SOURCES)) for _ in range(3)
+    ]
     ids, scores = _n_best_ids(model_and_tokenizer, beam_size=4, alpha=0.6)
     tokenizer = model_and_tokenizer[1]
     for sentence, translation in enumerate(reference[0]):
-        lines = rows[3 * sentence:3 * sentence + 3]
+        lines = rows[3 * sentence : 3 * sentence + 3]
         hypotheses = [_up_to_eos(row) for row in ids[sentence, :3]]
         assert len(set(hypotheses)) == 3, hypotheses
-        texts = [tokenizer.detokenize(tf.constant([h]))[0].numpy().decode()
-                 for h in hypotheses]
+        texts = [
+            tokenizer.detokenize(tf.constant([h]))[0].numpy().decode()
+            for h in hypotheses
+        ]
         assert [text for _, text, _ in lines] == texts
         printed = [float(score) for _, _, score in lines]
         np.testing.assert_allclose(printed, scores[sentence, :3], atol=1e-5)
@@ -188,14 +225,26 @@ def test_n_best_lists_on_stdout_are_distinct_hypotheses_best_first(
         assert printed[0] == pytest.approx(reference[1][sentence], abs=1e-5)
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--model_dir=x", "--n_best=5", "--beam_size=4"], "flags n_best=5, "
-     "beam_size=4: --n_best cannot exceed --beam_size: beam search keeps "
-     "beam_size hypotheses"),
-    (["--ctranslate2=x", "--n_best=2"], "--n_best is for --model_dir and "
-     "--saved_model; --ctranslate2 translates 1-best"),
-    (["--model_dir=x", "--resume"], "--resume continues an --output file; "
-     "stdout cannot be resumed")])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--model_dir=x", "--n_best=5", "--beam_size=4"],
+            "flags n_best=5, "
+            "beam_size=4: --n_best cannot exceed --beam_size: beam search keeps "
+            "beam_size hypotheses",
+        ),
+        (
+            ["--ctranslate2=x", "--n_best=2"],
+            "--n_best is for --model_dir and "
+            "--saved_model; --ctranslate2 translates 1-best",
+        ),
+        (
+            ["--model_dir=x", "--resume"],
+            "--resume continues an --output file; stdout cannot be resumed",
+        ),
+    ],
+)
 def test_impossible_flags_are_one_line(flags, message):
     result = _translate_cli(*flags)
     assert result.returncode == 2
@@ -216,8 +265,9 @@ def test_progress_shows_rate_and_eta_on_a_terminal_lines_elsewhere():
     # tqdm's bar, redrawn in place: done, elapsed<ETA, rate.
     bars = terminal.getvalue().split("\r")
     assert "2/10" in bars[1] and bars[-1].endswith("\n")
-    assert re.search(r" 10/10 \[\d\d:\d\d<\d\d:\d\d, +[\d.]+ sentences/s\]",
-                     bars[-1]), bars
+    assert re.search(
+        r" 10/10 \[\d\d:\d\d<\d\d:\d\d, +[\d.]+ sentences/s\]", bars[-1]
+    ), bars
     log = io.StringIO()
     progress = Progress(None, "scored", "pairs", interval=0.0, stream=log)
     progress.update(4)

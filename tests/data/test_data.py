@@ -8,24 +8,27 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from shared_data import multi30k
+from helpers.shared_data import multi30k
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
-from t2t_repro.data import DataError, pipeline, text_files, tfds_source
-from t2t_repro.data import vocabulary
+from t2t_repro.data import DataError, pipeline, text_files, tfds_source, vocabulary
 
 
 @pytest.fixture(scope="module")
 def multi30k_vocab(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("vocab") / "spm.model")
-    sentences = (text_files.read_lines(multi30k("train", "en")) +
-                 text_files.read_lines(multi30k("train", "de")))
+    sentences = text_files.read_lines(multi30k("train", "en")) + text_files.read_lines(
+        multi30k("train", "de")
+    )
     vocabulary.train_sentencepiece(sentences, 8000, path)
     return vocabulary.load_sentencepiece(path)
 
 
 def _write(path, lines, raw=None):
-    data = raw if raw is not None else "".join(
-        line + "\n" for line in lines).encode("utf-8")
+    data = (
+        raw
+        if raw is not None
+        else "".join(line + "\n" for line in lines).encode("utf-8")
+    )
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "wb") as handle:
         handle.write(data)
@@ -33,11 +36,15 @@ def _write(path, lines, raw=None):
 
 
 def test_multi30k_files_read_in_full():
-    check = text_files.check_parallel_files(multi30k("val", "en"),
-                                            multi30k("val", "de"))
+    check = text_files.check_parallel_files(
+        multi30k("val", "en"), multi30k("val", "de")
+    )
     assert check.lines == 1014 and check.empty_lines == []
-    pairs = list(text_files.text_file_pairs(
-        multi30k("val", "en"), multi30k("val", "de")).as_numpy_iterator())
+    pairs = list(
+        text_files.text_file_pairs(
+            multi30k("val", "en"), multi30k("val", "de")
+        ).as_numpy_iterator()
+    )
     assert len(pairs) == 1014
     assert pairs[0][0].decode().startswith("A group of men are loading cotton")
 
@@ -70,10 +77,8 @@ def test_empty_pairs_are_counted_and_filtered(tmp_path):
     target = _write(tmp_path / "d.de.gz", ["A", "B", "", "D", "E"])
     check = text_files.check_parallel_files(source, target)
     assert check.empty_lines == [2, 3, 5]
-    assert "3 pairs with an empty side filtered out (lines 2, 3, 5)" in \
-        check.describe()
-    pairs = list(text_files.text_file_pairs(source, target)
-                 .as_numpy_iterator())
+    assert "3 pairs with an empty side filtered out (lines 2, 3, 5)" in check.describe()
+    pairs = list(text_files.text_file_pairs(source, target).as_numpy_iterator())
     assert pairs == [(b"a", b"A"), (b"d", b"D")]
 
 
@@ -83,21 +88,31 @@ def test_crlf_files_read_like_lf_files(tmp_path):
     source, target = str(tmp_path / "crlf.en"), str(tmp_path / "crlf.de")
     assert text_files.check_parallel_files(source, target).empty_lines == [2]
     assert text_files.read_lines(source) == ["a dog", "", "the cat"]
-    pairs = list(text_files.text_file_pairs(source, target)
-                 .as_numpy_iterator())
+    pairs = list(text_files.text_file_pairs(source, target).as_numpy_iterator())
     assert pairs == [(b"a dog", b"ein hund"), (b"the cat", b"die katze")]
 
 
 def test_a_10000_token_line_is_dropped_or_cut_not_fatal(multi30k_vocab):
     tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
     pairs = tf.data.Dataset.from_tensor_slices(
-        (["a dog runs", " ".join(["dog"] * 10_000)], ["ein hund", "hund"]))
-    batches = list(pipeline.training_batches(
-        pairs, tokenizer, batch_tokens=64, max_length=16, repeat=False))
+        (["a dog runs", " ".join(["dog"] * 10_000)], ["ein hund", "hund"])
+    )
+    batches = list(
+        pipeline.training_batches(
+            pairs, tokenizer, batch_tokens=64, max_length=16, repeat=False
+        )
+    )
     assert sum(int(s.shape[0]) for (s, _), _ in batches) == 1
-    cut = list(pipeline.training_batches(
-        pairs, tokenizer, batch_tokens=64, max_length=16, repeat=False,
-        overlong="truncate"))
+    cut = list(
+        pipeline.training_batches(
+            pairs,
+            tokenizer,
+            batch_tokens=64,
+            max_length=16,
+            repeat=False,
+            overlong="truncate",
+        )
+    )
     widths = sorted(int(s.shape[1]) for (s, _), _ in cut)
     assert sum(int(s.shape[0]) for (s, _), _ in cut) == 2
     assert widths[-1] == 16
@@ -120,10 +135,10 @@ def test_missing_vocabulary_is_a_clear_error(tmp_path):
 
 def test_bucketed_batches_on_multi30k(multi30k_vocab):
     tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
-    pairs = text_files.text_file_pairs(multi30k("train", "en"),
-                                       multi30k("train", "de"))
-    batches = pipeline.training_batches(pairs, tokenizer, batch_tokens=4096,
-                                        max_length=100, repeat=False)
+    pairs = text_files.text_file_pairs(multi30k("train", "en"), multi30k("train", "de"))
+    batches = pipeline.training_batches(
+        pairs, tokenizer, batch_tokens=4096, max_length=100, repeat=False
+    )
     report = pipeline.report_batches(batches)
     assert report.pairs == 29000  # none over 100 pieces, none lost
     assert report.padding_efficiency > 0.8
@@ -139,13 +154,18 @@ def test_bucketed_batches_on_multi30k(multi30k_vocab):
 
 def test_batches_are_reproducible_and_skippable(multi30k_vocab):
     tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
-    pairs = text_files.text_file_pairs(multi30k("val", "en"),
-                                       multi30k("val", "de"))
+    pairs = text_files.text_file_pairs(multi30k("val", "en"), multi30k("val", "de"))
 
     def first_sources(seed, skip=0, count=6):
         batches = pipeline.training_batches(
-            pairs, tokenizer, batch_tokens=1024, max_length=64, seed=seed,
-            shuffle_buffer=2000, skip_batches=skip)
+            pairs,
+            tokenizer,
+            batch_tokens=1024,
+            max_length=64,
+            seed=seed,
+            shuffle_buffer=2000,
+            skip_batches=skip,
+        )
         return [b[0][0].numpy() for b in batches.take(count)]
 
     run_a, run_b = first_sources(7), first_sources(7)
@@ -153,41 +173,56 @@ def test_batches_are_reproducible_and_skippable(multi30k_vocab):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(first_sources(7, skip=2, count=4), run_a[2:]):
         np.testing.assert_array_equal(a, b)
-    assert any(a.shape != b.shape or np.any(a != b)
-               for a, b in zip(run_a, first_sources(8)))
+    assert any(
+        a.shape != b.shape or np.any(a != b) for a, b in zip(run_a, first_sources(8))
+    )
 
 
 def test_overlong_pairs_dropped_or_truncated_keeping_eos():
-    pairs = tf.data.Dataset.from_tensor_slices((
-        tf.ragged.constant([[5, 6, EOS_ID], [5, 6, 7, 8, 9, EOS_ID]]),
-        tf.ragged.constant([[5, EOS_ID], [7, EOS_ID]])))
+    pairs = tf.data.Dataset.from_tensor_slices(
+        (
+            tf.ragged.constant([[5, 6, EOS_ID], [5, 6, 7, 8, 9, EOS_ID]]),
+            tf.ragged.constant([[5, EOS_ID], [7, EOS_ID]]),
+        )
+    )
     pairs = pairs.map(lambda s, t: (s, t))
     dropped = list(pipeline.fit_to_max_length(pairs, 4, "drop"))
     assert len(dropped) == 1
-    truncated = [s.numpy().tolist() for s, _ in
-                 pipeline.fit_to_max_length(pairs, 4, "truncate")]
+    truncated = [
+        s.numpy().tolist() for s, _ in pipeline.fit_to_max_length(pairs, 4, "truncate")
+    ]
     assert truncated == [[5, 6, EOS_ID], [5, 6, 7, EOS_ID]]
 
 
 def test_sources_truncate_like_training_data():
-    rows = [[5, EOS_ID], [5, 6, 7, EOS_ID], [5, 6, 7, 8, EOS_ID],
-            [5, 6, 7, 8, 9, 10, EOS_ID]]
-    expected = [row if len(row) <= 4 else row[:3] + [EOS_ID]
-                for row in rows]
+    rows = [
+        [5, EOS_ID],
+        [5, 6, 7, EOS_ID],
+        [5, 6, 7, 8, EOS_ID],
+        [5, 6, 7, 8, 9, 10, EOS_ID],
+    ]
+    expected = [row if len(row) <= 4 else row[:3] + [EOS_ID] for row in rows]
     cut = vocabulary.truncate_keeping_eos(tf.ragged.constant(rows), 4)
     assert cut.to_list() == expected
-    one_by_one = [s.numpy().tolist() for s, _ in pipeline.fit_to_max_length(
-        tf.data.Dataset.from_tensor_slices(
-            (tf.ragged.constant(rows), tf.ragged.constant(rows))),
-        4, "truncate")]
+    one_by_one = [
+        s.numpy().tolist()
+        for s, _ in pipeline.fit_to_max_length(
+            tf.data.Dataset.from_tensor_slices(
+                (tf.ragged.constant(rows), tf.ragged.constant(rows))
+            ),
+            4,
+            "truncate",
+        )
+    ]
     assert one_by_one == expected
 
 
 def test_tfds_source_fails_fast_offline(tmp_path):
     start = time.monotonic()
     with pytest.raises(DataError) as error:
-        tfds_source.tfds_pairs("wmt14_translate/de-en", "train", "en", "de",
-                               data_dir=str(tmp_path))
+        tfds_source.tfds_pairs(
+            "wmt14_translate/de-en", "train", "en", "de", data_dir=str(tmp_path)
+        )
     assert time.monotonic() - start < 60
     message = str(error.value)
     assert "wmt14_translate/de-en" in message
@@ -196,5 +231,6 @@ def test_tfds_source_fails_fast_offline(tmp_path):
 
 def test_tfds_source_rejects_unknown_language(tmp_path):
     with pytest.raises(DataError, match="not 'xx'"):
-        tfds_source.tfds_pairs("wmt14_translate/de-en", "train", "xx", "de",
-                               data_dir=str(tmp_path))
+        tfds_source.tfds_pairs(
+            "wmt14_translate/de-en", "train", "xx", "de", data_dir=str(tmp_path)
+        )

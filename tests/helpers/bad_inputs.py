@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from processes import REPO, quiet_environment
+from helpers.processes import REPO, quiet_environment
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,17 +67,20 @@ def write_damaged_runs(directory, run_dir):
     with open(os.path.join(run_dir, "config.json")) as handle:
         config = json.load(handle)
     with open(os.path.join(directory, "resume.cfg"), "w") as handle:
-        handle.writelines(f"--{key}={value}\n" for key, value in
-                          config.items())
-        handle.write(f"--train_src={directory}/three.en\n"
-                     f"--train_tgt={directory}/three.de\n"
-                     "--allow_option_changes\n--train_steps=1\n")
+        handle.writelines(f"--{key}={value}\n" for key, value in config.items())
+        handle.write(
+            f"--train_src={directory}/three.en\n"
+            f"--train_tgt={directory}/three.de\n"
+            "--allow_option_changes\n--train_steps=1\n"
+        )
     with open(os.path.join(run_dir, "checkpoint")) as handle:
         newest = handle.readline().split('"')[1]
-    scores = {"evaluations": [{"step": 1, "bleu": 1.0, "minutes": 0.1}],
-              "best": [], "stopped_early_at": None}
-    outside = {**scores, "best": [{"step": 10**9, "bleu": 9.0,
-                                   "path": "../victim"}]}
+    scores = {
+        "evaluations": [{"step": 1, "bleu": 1.0, "minutes": 0.1}],
+        "best": [],
+        "stopped_early_at": None,
+    }
+    outside = {**scores, "best": [{"step": 10**9, "bleu": 9.0, "path": "../victim"}]}
     # NAME: (file, fraction of it kept, or the JSON object written in it).
     damages = {
         "config_empty": ("config.json", 0),
@@ -113,35 +116,87 @@ def write_damaged_runs(directory, run_dir):
 # (problem, NAME, the error line's end after {d}/damaged/NAME/, the tools
 # given it). t2t-eval reads neither training.json nor best/scores.json.
 _DAMAGED_RUNS = [
-    ("config.json empty", "config_empty",
-     "config.json: corrupt (empty file)", ("train", "eval")),
-    ("config.json cut in half", "config_half",
-     "config.json: corrupt (not JSON: ", ("train", "eval")),
-    ("config.json with an unknown key", "config_unknown_key",
-     "config.json: unknown key 'd_modle'", ("train", "eval")),
-    ("training.json empty", "training_empty",
-     "training.json: corrupt (empty file)", ("train",)),
-    ("training.json cut in half", "training_half",
-     "training.json: corrupt (not JSON: ", ("train",)),
-    ("best/scores.json empty", "scores_empty",
-     "best/scores.json: corrupt (empty file)", ("train",)),
-    ("best/scores.json cut in half", "scores_half",
-     "best/scores.json: corrupt (not JSON: ", ("train", "average")),
-    ("best/scores.json naming ../victim", "scores_outside",
-     "best/scores.json: names checkpoint '../victim', outside "
-     "{d}/damaged/scores_outside/best", ("train",)),
-    ("spm.model empty", "spm_empty",
-     "spm.model: corrupt (empty file)", ("train", "eval")),
-    ("spm.model cut in half", "spm_half",
-     "spm.model: corrupt (not a SentencePiece model)", ("train", "eval")),
-    ("checkpoint list empty", "list_empty",
-     "checkpoint: corrupt (not a list of checkpoints)", ("train", "eval")),
+    (
+        "config.json empty",
+        "config_empty",
+        "config.json: corrupt (empty file)",
+        ("train", "eval"),
+    ),
+    (
+        "config.json cut in half",
+        "config_half",
+        "config.json: corrupt (not JSON: ",
+        ("train", "eval"),
+    ),
+    (
+        "config.json with an unknown key",
+        "config_unknown_key",
+        "config.json: unknown key 'd_modle'",
+        ("train", "eval"),
+    ),
+    (
+        "training.json empty",
+        "training_empty",
+        "training.json: corrupt (empty file)",
+        ("train",),
+    ),
+    (
+        "training.json cut in half",
+        "training_half",
+        "training.json: corrupt (not JSON: ",
+        ("train",),
+    ),
+    (
+        "best/scores.json empty",
+        "scores_empty",
+        "best/scores.json: corrupt (empty file)",
+        ("train",),
+    ),
+    (
+        "best/scores.json cut in half",
+        "scores_half",
+        "best/scores.json: corrupt (not JSON: ",
+        ("train", "average"),
+    ),
+    (
+        "best/scores.json naming ../victim",
+        "scores_outside",
+        "best/scores.json: names checkpoint '../victim', outside "
+        "{d}/damaged/scores_outside/best",
+        ("train",),
+    ),
+    (
+        "spm.model empty",
+        "spm_empty",
+        "spm.model: corrupt (empty file)",
+        ("train", "eval"),
+    ),
+    (
+        "spm.model cut in half",
+        "spm_half",
+        "spm.model: corrupt (not a SentencePiece model)",
+        ("train", "eval"),
+    ),
+    (
+        "checkpoint list empty",
+        "list_empty",
+        "checkpoint: corrupt (not a list of checkpoints)",
+        ("train", "eval"),
+    ),
     # ckpt-200: the toy run's newest (t2t-train resumes from the one before
     # it: see test_reliability.py).
-    ("newest checkpoint's .index cut in half", "index_half",
-     "ckpt-200: corrupt checkpoint (", ("eval", "translate")),
-    ("newest checkpoint's .data cut in half", "data_half",
-     "ckpt-200: corrupt checkpoint (", ("eval", "export")),
+    (
+        "newest checkpoint's .index cut in half",
+        "index_half",
+        "ckpt-200: corrupt checkpoint (",
+        ("eval", "translate"),
+    ),
+    (
+        "newest checkpoint's .data cut in half",
+        "data_half",
+        "ckpt-200: corrupt checkpoint (",
+        ("eval", "export"),
+    ),
 ]
 # Each tool's flags besides --model_dir.
 _FLAGS_WITH_A_RUN = {
@@ -153,139 +208,263 @@ _FLAGS_WITH_A_RUN = {
 }
 
 CASES = [
-    BadInput("train", "missing file",
-             ("--model_dir={m}", "--train_src={d}/missing.en",
-              "--train_tgt={d}/three.de"),
-             "{d}/missing.en: no such file"),
+    BadInput(
+        "train",
+        "missing file",
+        ("--model_dir={m}", "--train_src={d}/missing.en", "--train_tgt={d}/three.de"),
+        "{d}/missing.en: no such file",
+    ),
     # Checked before training: not "no such file" after the whole run.
-    BadInput("train", "missing test file",
-             ("--model_dir={m}", "--train_src={d}/three.en",
-              "--train_tgt={d}/three.de", "--test_src={d}/three.en",
-              "--test_tgt={d}/missing.de"),
-             "{d}/missing.de: no such file"),
-    BadInput("train", "TFDS without a direction",
-             ("--model_dir={m}", "--tfds_name=wmt14_translate/de-en"),
-             "--tfds_name=wmt14_translate/de-en needs --source_lang and "
-             "--target_lang"),
-    BadInput("train", "mismatched lines",
-             ("--model_dir={m}", "--train_src={d}/three.en",
-              "--train_tgt={d}/two.de"),
-             "{d}/two.de has 2 lines but {d}/three.en has 3: parallel files "
-             "must be line-aligned (first unmatched line: {d}/three.en:3)"),
-    BadInput("train", "empty file",
-             ("--model_dir={m}", "--train_src={d}/empty.en",
-              "--train_tgt={d}/empty.en"),
-             "{d}/empty.en: empty file"),
-    BadInput("train", "whitespace-only lines",
-             ("--model_dir={m}", "--train_src={d}/blank.en",
-              "--train_tgt={d}/three.de"),
-             "every one of the 3 lines has an empty (or whitespace-only) "
-             "side"),
-    BadInput("train", "invalid UTF-8",
-             ("--model_dir={m}", "--train_src={d}/bad_utf8.en",
-              "--train_tgt={d}/three.de"),
-             "{d}/bad_utf8.en:2: not valid UTF-8"),
-    BadInput("train", "no pair fits --max_length",
-             ("--model_dir={m}", "--train_src={d}/three.en",
-              "--train_tgt={d}/three.de", "--max_length=1"),
-             "{d}/three.en: no pair fits --max_length=1"),
-    BadInput("train", "unknown flag", ("--model_dir={m}", "--no_such=1"),
-             "Unknown command line flag 'no_such'"),
-    BadInput("train", "contradictory flags",
-             ("--model_dir={m}", "--train_src={d}/three.en",
-              "--train_tgt={d}/three.de", "--keep_best=2"),
-             "--keep_best and --patience rank checkpoints by dev BLEU: give "
-             "--dev_src/--dev_tgt or --tfds_name"),
-    BadInput("train", "ill-formed tree",
-             ("--model_dir={m}", "--train_trees={d}/bad.trees"),
-             "{d}/bad.trees:2: not a bracketed tree"),
-    BadInput("train", "treebank and text files",
-             ("--model_dir={m}", "--train_trees={d}/bad.trees",
-              "--train_src={d}/three.en", "--train_tgt={d}/three.de"),
-             "--train_trees (parsing) or --train_src (translation), not "
-             "both"),
-    BadInput("train", "impossible model",
-             ("--model_dir={m}", "--train_src={d}/three.en",
-              "--train_tgt={d}/three.de", "--d_model=30", "--num_heads=4"),
-             "d_model=30 is not divisible by num_heads=4"),
-    BadInput("train", "unwritable model_dir",
-             ("--model_dir=/proc/t2t_run", "--train_src={d}/three.en",
-              "--train_tgt={d}/three.de"),
-             "/proc/t2t_run: No such file or directory"),
-    BadInput("eval", "not a run directory",
-             ("--model_dir={d}/nothing", "--test_src={d}/three.en",
-              "--test_tgt={d}/three.de"),
-             "{d}/nothing/config.json: not found; is {d}/nothing a t2t-train "
-             "model_dir?"),
-    BadInput("eval", "mismatched lines",
-             ("--model_dir={run}", "--test_src={d}/three.en",
-              "--test_tgt={d}/two.de"),
-             "parallel files must be line-aligned"),
-    BadInput("eval", "checkpoint does not fit config.json",
-             ("--model_dir={d}/refit", "--test_src={d}/three.en",
-              "--test_tgt={d}/three.de"),
-             "does not fit {d}/refit/config.json: "),
-    BadInput("eval", "unwritable output_dir",
-             ("--model_dir={run}", "--test_src={d}/three.en",
-              "--test_tgt={d}/three.de", "--output_dir=/proc/t2t_eval"),
-             "/proc/t2t_eval: No such file or directory"),
-    BadInput("translate", "missing --saved_model",
-             ("--saved_model={d}/nothing", "--input={d}/three.en"),
-             "{d}/nothing: no SavedModel there (no saved_model.pb)"),
-    BadInput("translate", "missing --input",
-             ("--model_dir={run}", "--input={d}/missing.en"),
-             "{d}/missing.en: no such file"),
-    BadInput("translate", "invalid UTF-8",
-             ("--model_dir={run}", "--input={d}/bad_utf8.en"),
-             "{d}/bad_utf8.en:2: not valid UTF-8"),
-    BadInput("translate", "missing --checkpoint",
-             ("--model_dir={run}", "--checkpoint={run}/ckpt-99999",
-              "--input={d}/three.en"),
-             "{run}/ckpt-99999: no such checkpoint"),
-    BadInput("translate", "contradictory flags",
-             ("--model_dir={run}", "--saved_model={d}", "--input={d}/three.en"),
-             "give exactly one of --model_dir, --saved_model and "
-             "--ctranslate2"),
-    BadInput("translate", "not a CTranslate2 export",
-             ("--ctranslate2={d}", "--input={d}/three.en"),
-             "{d}: not a t2t-export --format=ctranslate2 directory"),
-    BadInput("translate", "unwritable --output",
-             ("--model_dir={run}", "--input={d}/three.en",
-              "--output=/proc/t2t/out.txt"),
-             "/proc/t2t/out.txt: No such file or directory"),
-    BadInput("export", "not a run directory",
-             ("--model_dir={d}/nothing", "--export_dir={d}/export"),
-             "{d}/nothing/config.json: not found"),
-    BadInput("export", "unwritable --export_dir",
-             ("--model_dir={run}", "--export_dir=/proc/t2t_export"),
-             "/proc/t2t_export"),
-    BadInput("export", "--quantization without CTranslate2",
-             ("--model_dir={run}", "--export_dir={d}/export",
-              "--quantization=int8"),
-             "--quantization is for --format=ctranslate2"),
-    BadInput("average", "fewer checkpoints than asked",
-             ("--model_dir={run}", "--output_dir={d}/average",
-              "--num_checkpoints=99"),
-             "cannot average the last 99"),
-    BadInput("attention", "not a run directory",
-             ("--model_dir={d}/nothing", "--sentence=a b"),
-             "{d}/nothing/config.json: not found"),
-    BadInput("attention", "--heads not indices",
-             ("--model_dir={run}", "--sentence=a b", "--heads=a"),
-             "--heads=a: give comma-separated indices, e.g. --heads=0,1"),
-    BadInput("attention", "--layers out of range",
-             ("--model_dir={run}", "--sentence=a b", "--layers=7"),
-             "--layers=7: [7] out of range"),
-    BadInput("attention", "--queries out of range",
-             ("--model_dir={run}", "--sentence=a b", "--style=lines",
-              "--queries=40"),
-             "--queries=40: [40] out of range; its encoder_self attention"),
-    BadInput("summary", "impossible model", ("--d_model=30",),
-             "d_model=30 is not divisible by num_heads=8"),
-    *(BadInput(tool, problem, (f"--model_dir={{d}}/damaged/{name}",
-                               *_FLAGS_WITH_A_RUN[tool]),
-               f"{{d}}/damaged/{name}/{expected}")
-      for problem, name, expected, tools in _DAMAGED_RUNS for tool in tools),
+    BadInput(
+        "train",
+        "missing test file",
+        (
+            "--model_dir={m}",
+            "--train_src={d}/three.en",
+            "--train_tgt={d}/three.de",
+            "--test_src={d}/three.en",
+            "--test_tgt={d}/missing.de",
+        ),
+        "{d}/missing.de: no such file",
+    ),
+    BadInput(
+        "train",
+        "TFDS without a direction",
+        ("--model_dir={m}", "--tfds_name=wmt14_translate/de-en"),
+        "--tfds_name=wmt14_translate/de-en needs --source_lang and --target_lang",
+    ),
+    BadInput(
+        "train",
+        "mismatched lines",
+        ("--model_dir={m}", "--train_src={d}/three.en", "--train_tgt={d}/two.de"),
+        "{d}/two.de has 2 lines but {d}/three.en has 3: parallel files "
+        "must be line-aligned (first unmatched line: {d}/three.en:3)",
+    ),
+    BadInput(
+        "train",
+        "empty file",
+        ("--model_dir={m}", "--train_src={d}/empty.en", "--train_tgt={d}/empty.en"),
+        "{d}/empty.en: empty file",
+    ),
+    BadInput(
+        "train",
+        "whitespace-only lines",
+        ("--model_dir={m}", "--train_src={d}/blank.en", "--train_tgt={d}/three.de"),
+        "every one of the 3 lines has an empty (or whitespace-only) side",
+    ),
+    BadInput(
+        "train",
+        "invalid UTF-8",
+        ("--model_dir={m}", "--train_src={d}/bad_utf8.en", "--train_tgt={d}/three.de"),
+        "{d}/bad_utf8.en:2: not valid UTF-8",
+    ),
+    BadInput(
+        "train",
+        "no pair fits --max_length",
+        (
+            "--model_dir={m}",
+            "--train_src={d}/three.en",
+            "--train_tgt={d}/three.de",
+            "--max_length=1",
+        ),
+        "{d}/three.en: no pair fits --max_length=1",
+    ),
+    BadInput(
+        "train",
+        "unknown flag",
+        ("--model_dir={m}", "--no_such=1"),
+        "Unknown command line flag 'no_such'",
+    ),
+    BadInput(
+        "train",
+        "contradictory flags",
+        (
+            "--model_dir={m}",
+            "--train_src={d}/three.en",
+            "--train_tgt={d}/three.de",
+            "--keep_best=2",
+        ),
+        "--keep_best and --patience rank checkpoints by dev BLEU: give "
+        "--dev_src/--dev_tgt or --tfds_name",
+    ),
+    BadInput(
+        "train",
+        "ill-formed tree",
+        ("--model_dir={m}", "--train_trees={d}/bad.trees"),
+        "{d}/bad.trees:2: not a bracketed tree",
+    ),
+    BadInput(
+        "train",
+        "treebank and text files",
+        (
+            "--model_dir={m}",
+            "--train_trees={d}/bad.trees",
+            "--train_src={d}/three.en",
+            "--train_tgt={d}/three.de",
+        ),
+        "--train_trees (parsing) or --train_src (translation), not both",
+    ),
+    BadInput(
+        "train",
+        "impossible model",
+        (
+            "--model_dir={m}",
+            "--train_src={d}/three.en",
+            "--train_tgt={d}/three.de",
+            "--d_model=30",
+            "--num_heads=4",
+        ),
+        "d_model=30 is not divisible by num_heads=4",
+    ),
+    BadInput(
+        "train",
+        "unwritable model_dir",
+        (
+            "--model_dir=/proc/t2t_run",
+            "--train_src={d}/three.en",
+            "--train_tgt={d}/three.de",
+        ),
+        "/proc/t2t_run: No such file or directory",
+    ),
+    BadInput(
+        "eval",
+        "not a run directory",
+        (
+            "--model_dir={d}/nothing",
+            "--test_src={d}/three.en",
+            "--test_tgt={d}/three.de",
+        ),
+        "{d}/nothing/config.json: not found; is {d}/nothing a t2t-train model_dir?",
+    ),
+    BadInput(
+        "eval",
+        "mismatched lines",
+        ("--model_dir={run}", "--test_src={d}/three.en", "--test_tgt={d}/two.de"),
+        "parallel files must be line-aligned",
+    ),
+    BadInput(
+        "eval",
+        "checkpoint does not fit config.json",
+        ("--model_dir={d}/refit", "--test_src={d}/three.en", "--test_tgt={d}/three.de"),
+        "does not fit {d}/refit/config.json: ",
+    ),
+    BadInput(
+        "eval",
+        "unwritable output_dir",
+        (
+            "--model_dir={run}",
+            "--test_src={d}/three.en",
+            "--test_tgt={d}/three.de",
+            "--output_dir=/proc/t2t_eval",
+        ),
+        "/proc/t2t_eval: No such file or directory",
+    ),
+    BadInput(
+        "translate",
+        "missing --saved_model",
+        ("--saved_model={d}/nothing", "--input={d}/three.en"),
+        "{d}/nothing: no SavedModel there (no saved_model.pb)",
+    ),
+    BadInput(
+        "translate",
+        "missing --input",
+        ("--model_dir={run}", "--input={d}/missing.en"),
+        "{d}/missing.en: no such file",
+    ),
+    BadInput(
+        "translate",
+        "invalid UTF-8",
+        ("--model_dir={run}", "--input={d}/bad_utf8.en"),
+        "{d}/bad_utf8.en:2: not valid UTF-8",
+    ),
+    BadInput(
+        "translate",
+        "missing --checkpoint",
+        ("--model_dir={run}", "--checkpoint={run}/ckpt-99999", "--input={d}/three.en"),
+        "{run}/ckpt-99999: no such checkpoint",
+    ),
+    BadInput(
+        "translate",
+        "contradictory flags",
+        ("--model_dir={run}", "--saved_model={d}", "--input={d}/three.en"),
+        "give exactly one of --model_dir, --saved_model and --ctranslate2",
+    ),
+    BadInput(
+        "translate",
+        "not a CTranslate2 export",
+        ("--ctranslate2={d}", "--input={d}/three.en"),
+        "{d}: not a t2t-export --format=ctranslate2 directory",
+    ),
+    BadInput(
+        "translate",
+        "unwritable --output",
+        ("--model_dir={run}", "--input={d}/three.en", "--output=/proc/t2t/out.txt"),
+        "/proc/t2t/out.txt: No such file or directory",
+    ),
+    BadInput(
+        "export",
+        "not a run directory",
+        ("--model_dir={d}/nothing", "--export_dir={d}/export"),
+        "{d}/nothing/config.json: not found",
+    ),
+    BadInput(
+        "export",
+        "unwritable --export_dir",
+        ("--model_dir={run}", "--export_dir=/proc/t2t_export"),
+        "/proc/t2t_export",
+    ),
+    BadInput(
+        "export",
+        "--quantization without CTranslate2",
+        ("--model_dir={run}", "--export_dir={d}/export", "--quantization=int8"),
+        "--quantization is for --format=ctranslate2",
+    ),
+    BadInput(
+        "average",
+        "fewer checkpoints than asked",
+        ("--model_dir={run}", "--output_dir={d}/average", "--num_checkpoints=99"),
+        "cannot average the last 99",
+    ),
+    BadInput(
+        "attention",
+        "not a run directory",
+        ("--model_dir={d}/nothing", "--sentence=a b"),
+        "{d}/nothing/config.json: not found",
+    ),
+    BadInput(
+        "attention",
+        "--heads not indices",
+        ("--model_dir={run}", "--sentence=a b", "--heads=a"),
+        "--heads=a: give comma-separated indices, e.g. --heads=0,1",
+    ),
+    BadInput(
+        "attention",
+        "--layers out of range",
+        ("--model_dir={run}", "--sentence=a b", "--layers=7"),
+        "--layers=7: [7] out of range",
+    ),
+    BadInput(
+        "attention",
+        "--queries out of range",
+        ("--model_dir={run}", "--sentence=a b", "--style=lines", "--queries=40"),
+        "--queries=40: [40] out of range; its encoder_self attention",
+    ),
+    BadInput(
+        "summary",
+        "impossible model",
+        ("--d_model=30",),
+        "d_model=30 is not divisible by num_heads=8",
+    ),
+    *(
+        BadInput(
+            tool,
+            problem,
+            (f"--model_dir={{d}}/damaged/{name}", *_FLAGS_WITH_A_RUN[tool]),
+            f"{{d}}/damaged/{name}/{expected}",
+        )
+        for problem, name, expected, tools in _DAMAGED_RUNS
+        for tool in tools
+    ),
 ]
 
 
@@ -301,11 +480,19 @@ def run_case(case, directory, run_dir):
     environment = quiet_environment()
     del environment["TF_CPP_MIN_LOG_LEVEL"]
     result = subprocess.run(
-        [sys.executable, "-m", "t2t_repro.cli", case.tool,
-         *(fill(f, directory, run_dir).replace("{m}", own)
-           for f in case.flags)],
-        cwd=REPO, env=environment, capture_output=True, text=True,
-        timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "t2t_repro.cli",
+            case.tool,
+            *(fill(f, directory, run_dir).replace("{m}", own) for f in case.flags),
+        ],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return result.returncode, result.stderr
 
 
@@ -317,8 +504,7 @@ def main(run_dir):
             status, stderr = run_case(case, directory, run_dir)
             line = stderr.strip().splitlines()[-1]
             line = line.replace(directory, "DIR").replace(run_dir, "RUN")
-            print(f"| t2t-{case.tool} | {case.problem} | {status} | "
-                  f"`{line}` |")
+            print(f"| t2t-{case.tool} | {case.problem} | {status} | `{line}` |")
 
 
 if __name__ == "__main__":

@@ -28,15 +28,16 @@ def main():
     pattern = sys.argv[1] if len(sys.argv) > 1 else "flags/*.cfg"
     for path in sorted(glob.glob(pattern)):
         FLAGS.unparse_flags()
-        FLAGS(["flagfile_models", f"--flagfile={path}",
-               "--model_dir=unused"])
+        FLAGS(["flagfile_models", f"--flagfile={path}", "--model_dir=unused"])
         # Every setting the flagfile gives must be valid, not only the
         # model's.
         training = settings_from_flags(TrainingOptions, model_dir="unused")
         config = model_config_from_flags()
-        models[path] = {"params": Transformer(config).count_params(),
-                        "config": dataclasses.asdict(config),
-                        "training": dataclasses.asdict(training)}
+        models[path] = {
+            "params": Transformer(config).count_params(),
+            "config": dataclasses.asdict(config),
+            "training": dataclasses.asdict(training),
+        }
         keras.backend.clear_session()
     print(json.dumps(models))
 

@@ -22,9 +22,12 @@ def check_layer_contract(layer, inputs, expected_shape, trainable_weights):
     np.testing.assert_array_equal(output, _first(layer(*inputs)))
 
     config = layer.get_config()
-    for clone in (type(layer).from_config(config),
-                  keras.saving.deserialize_keras_object(
-                      keras.saving.serialize_keras_object(layer))):
+    for clone in (
+        type(layer).from_config(config),
+        keras.saving.deserialize_keras_object(
+            keras.saving.serialize_keras_object(layer)
+        ),
+    ):
         assert type(clone) is type(layer)
         assert clone.get_config() == config
         clone(*inputs)
@@ -41,6 +44,5 @@ def check_layer_contract(layer, inputs, expected_shape, trainable_weights):
         mixed_output = _first(mixed(*inputs))
     finally:
         keras.mixed_precision.set_global_policy(previous)
-    assert {w.dtype for w in mixed.weights} <= {"float32", "int64",
-                                                "uint32", "int32"}
+    assert {w.dtype for w in mixed.weights} <= {"float32", "int64", "uint32", "int32"}
     assert mixed_output.dtype == "bfloat16", mixed_output.dtype

@@ -14,12 +14,16 @@ def teacher_forced_margins(model, source_ids, target_ids):
     recorded output."""
     target_ids = np.asarray(target_ids)
     target_input = np.concatenate(
-        [np.full([len(target_ids), 1], BOS_ID, np.int32),
-         target_ids[:, :-1]], axis=1).astype(np.int32)
+        [np.full([len(target_ids), 1], BOS_ID, np.int32), target_ids[:, :-1]], axis=1
+    ).astype(np.int32)
     logits = model((source_ids, target_input), training=False).numpy()
-    log_probs = logits - np.log(np.sum(
-        np.exp(logits - logits.max(-1, keepdims=True)), -1,
-        keepdims=True)) - logits.max(-1, keepdims=True)
+    log_probs = (
+        logits
+        - np.log(
+            np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1, keepdims=True)
+        )
+        - logits.max(-1, keepdims=True)
+    )
     right = np.take_along_axis(log_probs, target_ids[..., None], -1)[..., 0]
     np.put_along_axis(log_probs, target_ids[..., None], -np.inf, -1)
     return (right - log_probs.max(-1))[target_ids != PAD_ID]

@@ -24,6 +24,7 @@ def dense(x, kernel, bias):
 
 def multi_head_attention(query, key_value, w, num_heads, mask=None):
     """w: dict of (kernel, bias) for query/key/value/output."""
+
     def split(x):
         b, t, d = x.shape
         return x.reshape(b, t, num_heads, d // num_heads).transpose(0, 2, 1, 3)
@@ -58,7 +59,7 @@ def positional_encoding(length, d_model):
 
 
 def transformer_lr(step, d_model, warmup):
-    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def adam(weights, gradients, learning_rates, beta_1, beta_2, epsilon):
@@ -69,8 +70,7 @@ def adam(weights, gradients, learning_rates, beta_1, beta_2, epsilon):
     for t, (g, lr) in enumerate(zip(gradients, learning_rates), start=1):
         m = beta_1 * m + (1 - beta_1) * g
         v = beta_2 * v + (1 - beta_2) * g * g
-        w -= lr * np.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t) * m / (
-            np.sqrt(v) + epsilon)
+        w -= lr * np.sqrt(1 - beta_2**t) / (1 - beta_1**t) * m / (np.sqrt(v) + epsilon)
     return w
 
 

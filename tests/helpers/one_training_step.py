@@ -12,11 +12,11 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from t2t_repro.training import distribution
+from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.config import TrainingOptions, TransformerConfig
 from t2t_repro.data.vocabulary import vocab_size_of
+from t2t_repro.training import distribution
 from t2t_repro.training.trainer import Trainer
-from vocab_for_tests import tiny_vocab
 
 GLOBAL_BATCH = 8
 
@@ -27,10 +27,11 @@ def global_batch():
     source = np.zeros((GLOBAL_BATCH, 12), np.int32)
     target = np.zeros((GLOBAL_BATCH, 10), np.int32)
     for row in range(GLOBAL_BATCH):
-        source[row, :3 + row] = rng.integers(4, 40, 3 + row)
-        target[row, :2 + row] = rng.integers(4, 40, 2 + row)
+        source[row, : 3 + row] = rng.integers(4, 40, 3 + row)
+        target[row, : 2 + row] = rng.integers(4, 40, 2 + row)
     target_input = np.concatenate(
-        [np.full((GLOBAL_BATCH, 1), 2, np.int32), target[:, :-1]], axis=1)
+        [np.full((GLOBAL_BATCH, 1), 2, np.int32), target[:, :-1]], axis=1
+    )
     return (source, target_input), target
 
 
@@ -38,33 +39,53 @@ def one_step(strategy, model_dir, micro_batches, **options):
     """One update from `micro_batches` (each like `global_batch()`): a dict
     of the loss per target token, gradient norm and updated weights.
     `options` override `TrainingOptions` fields."""
-    config = TransformerConfig(vocab_size=vocab_size_of(tiny_vocab()),
-                               d_model=16, num_heads=2, d_ff=32,
-                               num_encoder_layers=1, num_decoder_layers=1,
-                               dropout=0.0)
-    options = TrainingOptions(model_dir=model_dir, train_steps=1,
-                              warmup_steps=1, learning_rate_scale=0.1,
-                              accum_steps=len(micro_batches),
-                              **{"mixed_precision": "none", **options})
+    config = TransformerConfig(
+        vocab_size=vocab_size_of(tiny_vocab()),
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dropout=0.0,
+    )
+    options = TrainingOptions(
+        model_dir=model_dir,
+        train_steps=1,
+        warmup_steps=1,
+        learning_rate_scale=0.1,
+        accum_steps=len(micro_batches),
+        **{"mixed_precision": "none", **options},
+    )
     trainer = Trainer(config, options, strategy, tiny_vocab(), None)
     # Each replica takes its rows of every micro-batch; the step reads this
     # worker's replicas' batches micro-batch by micro-batch.
     context = distribution.input_context(strategy)
     replicas = strategy.num_replicas_in_sync
     first = context.input_pipeline_id * trainer.local_replicas
-    batches = [tf.nest.map_structure(
-        lambda rows: tf.constant(np.array_split(rows, replicas)[replica]),
-        batch) for batch in micro_batches
-        for replica in range(first, first + trainer.local_replicas)]
-    step = trainer._compile_step(tf.nest.map_structure(
-        lambda t: tf.TensorSpec([None, None], t.dtype), batches[0]))
+    batches = [
+        tf.nest.map_structure(
+            lambda rows: tf.constant(np.array_split(rows, replicas)[replica]), batch
+        )
+        for batch in micro_batches
+        for replica in range(first, first + trainer.local_replicas)
+    ]
+    step = trainer._compile_step(
+        tf.nest.map_structure(
+            lambda t: tf.TensorSpec([None, None], t.dtype), batches[0]
+        )
+    )
     outputs = step(tuple(batches))
-    return {"loss": float(outputs["loss_sum"] / outputs["target_tokens"]),
-            "replicas": strategy.num_replicas_in_sync,
-            "grad_norm": float(outputs["grad_norm"]),
-            # Not the dropout RNG states: Keras names those per process.
-            **{w.path: w.numpy() for w in trainer.model.weights
-               if not w.path.endswith("seed_generator_state")}}
+    return {
+        "loss": float(outputs["loss_sum"] / outputs["target_tokens"]),
+        "replicas": strategy.num_replicas_in_sync,
+        "grad_norm": float(outputs["grad_norm"]),
+        # Not the dropout RNG states: Keras names those per process.
+        **{
+            w.path: w.numpy()
+            for w in trainer.model.weights
+            if not w.path.endswith("seed_generator_state")
+        },
+    }
 
 
 def main(out_path, cpu_devices, model_dir):
@@ -73,5 +94,8 @@ def main(out_path, cpu_devices, model_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]),
-         sys.argv[3] if len(sys.argv) > 3 else "/tmp/one_training_step")
+    main(
+        sys.argv[1],
+        int(sys.argv[2]),
+        sys.argv[3] if len(sys.argv) > 3 else "/tmp/one_training_step",
+    )

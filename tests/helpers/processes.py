@@ -5,24 +5,32 @@ import os
 import subprocess
 import sys
 
-# This folder: the helper scripts run as processes, and import each other.
+# This package: the helper scripts run as processes, and import each other
+# as `helpers.NAME` with tests/ on the path.
 HELPERS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HELPERS))
+TESTS = os.path.dirname(HELPERS)
+REPO = os.path.dirname(TESTS)
 
 
 def quiet_environment(**extra):
-    """os.environ with TensorFlow's C++ logging quiet and tests/helpers/ importable
-    (the helper scripts import `vocab_for_tests`), plus `extra`."""
-    return {**os.environ, "PYTHONPATH": HELPERS, "TF_CPP_MIN_LOG_LEVEL": "2",
-            **extra}
+    """os.environ with TensorFlow's C++ logging quiet and the `helpers`
+    package importable (the helper scripts import each other), plus
+    `extra`."""
+    return {**os.environ, "PYTHONPATH": TESTS, "TF_CPP_MIN_LOG_LEVEL": "2", **extra}
 
 
 def run_python(args, stdin=None, env=None, timeout=600):
     """`python *args` run from the repository root; a CompletedProcess with
     text stdout and stderr."""
-    return subprocess.run([sys.executable, *args], input=stdin, cwd=REPO,
-                          env=quiet_environment(**(env or {})),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *args],
+        input=stdin,
+        cwd=REPO,
+        env=quiet_environment(**(env or {})),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def signal_after_step(process, signum, step=5, timeout=300):

@@ -27,18 +27,18 @@ def predict_request(body, input_names):
         raise ValueError("a body has exactly one of 'instances' and 'inputs'")
     if "instances" in body:
         instances = body["instances"]
-        if len(input_names) == 1 and not all(isinstance(i, dict)
-                                             for i in instances):
+        if len(input_names) == 1 and not all(isinstance(i, dict) for i in instances):
             columns = {input_names[0]: instances}
         else:
-            columns = {name: [i[name] for i in instances]
-                       for name in input_names}
+            columns = {name: [i[name] for i in instances] for name in input_names}
     else:
         inputs = body["inputs"]
-        columns = (inputs if isinstance(inputs, dict)
-                   else {input_names[0]: inputs})
-    request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(
-        signature_name=body.get("signature_name", "serving_default")))
+        columns = inputs if isinstance(inputs, dict) else {input_names[0]: inputs}
+    request = predict_pb2.PredictRequest(
+        model_spec=model_pb2.ModelSpec(
+            signature_name=body.get("signature_name", "serving_default")
+        )
+    )
     for name, values in columns.items():
         request.inputs[name].CopyFrom(tf.make_tensor_proto(values))
     return request
@@ -47,27 +47,37 @@ def predict_request(body, input_names):
 def _json_value(array):
     array = np.asarray(array)
     if array.dtype.kind in "OS":  # DT_STRING
-        return np.vectorize(lambda b: b.decode("utf-8"),
-                            otypes=[object])(array.astype(object)).tolist()
+        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(
+            array.astype(object)
+        ).tolist()
     return array.tolist()
 
 
 def predict(signature, body):
     """The response body (a dict) of `signature` to a :predict JSON body."""
-    request = predict_request(body, sorted(
-        signature.structured_input_signature[1]))
-    outputs = signature(**{name: tf.constant(tf.make_ndarray(proto))
-                           for name, proto in request.inputs.items()})
+    request = predict_request(body, sorted(signature.structured_input_signature[1]))
+    outputs = signature(
+        **{
+            name: tf.constant(tf.make_ndarray(proto))
+            for name, proto in request.inputs.items()
+        }
+    )
     # As the server: through the response's TensorProtos.
-    arrays = {name: tf.make_ndarray(tf.make_tensor_proto(value.numpy()))
-              for name, value in outputs.items()}
+    arrays = {
+        name: tf.make_ndarray(tf.make_tensor_proto(value.numpy()))
+        for name, value in outputs.items()
+    }
     if "instances" in json.loads(body):
         rows = len(next(iter(arrays.values())))
-        return {"predictions": [{name: _json_value(array[i])
-                                 for name, array in sorted(arrays.items())}
-                                for i in range(rows)]}
-    return {"outputs": {name: _json_value(array)
-                        for name, array in sorted(arrays.items())}}
+        return {
+            "predictions": [
+                {name: _json_value(array[i]) for name, array in sorted(arrays.items())}
+                for i in range(rows)
+            ]
+        }
+    return {
+        "outputs": {name: _json_value(array) for name, array in sorted(arrays.items())}
+    }
 
 
 if __name__ == "__main__":

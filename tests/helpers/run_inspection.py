@@ -8,8 +8,7 @@ from t2t_repro.checkpoints import RunDir
 
 def checkpoint_weights(run_dir, step):
     """The weights (NumPy) of `run_dir`'s ckpt-`step`."""
-    model, _, _ = RunDir(str(run_dir)).load_model(
-        str(run_dir / f"ckpt-{step}"))
+    model, _, _ = RunDir(str(run_dir)).load_model(str(run_dir / f"ckpt-{step}"))
     return [w.numpy() for w in model.weights]
 
 

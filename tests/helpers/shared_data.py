@@ -3,8 +3,9 @@
 import os
 
 # tests/helpers/ -> the checkout -> beside it.
-SHARED = os.path.normpath(os.path.join(
-    os.path.dirname(__file__), "..", "..", "..", "shared", "data"))
+SHARED = os.path.normpath(
+    os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
+)
 MULTI30K = os.path.join(SHARED, "multi30k")
 
 

@@ -38,7 +38,7 @@ def _simple_np(rng):
 
 def _np(rng):
     if rng.random() < 0.25:  # "the dog of the man": NP over NP and PP
-        return (f"(NP {_simple_np(rng)} (PP (IN of) {_simple_np(rng)}))")
+        return f"(NP {_simple_np(rng)} (PP (IN of) {_simple_np(rng)}))"
     return _simple_np(rng)
 
 
@@ -49,13 +49,14 @@ def _vp(rng, depth):
     if kind < 0.35:
         return f"(VP {_leaf('VBD', rng)} (ADVP {_leaf('RB', rng)}))"
     if kind < 0.5:
-        return (f"(VP {_leaf('VBP', rng, 'VBP')} (PRT {_leaf('RP', rng)}) "
-                f"{_np(rng)})")
+        return f"(VP {_leaf('VBP', rng, 'VBP')} (PRT {_leaf('RP', rng)}) {_np(rng)})"
     if kind < 0.65 and depth < 2:
         return f"(VP {_leaf('VBZ', rng)} (SBAR (IN that) {_s(rng, depth + 1)}))"
     if kind < 0.8:
-        return (f"(VP {_leaf('VBZ', rng)} {_np(rng)} "
-                f"(PP {_leaf('IN', rng, 'LOC')} {_simple_np(rng)}))")
+        return (
+            f"(VP {_leaf('VBZ', rng)} {_np(rng)} "
+            f"(PP {_leaf('IN', rng, 'LOC')} {_simple_np(rng)}))"
+        )
     return f"(VP {_leaf('VBZ', rng)} {_np(rng)})"
 
 
@@ -67,13 +68,16 @@ def toy_tree(rng):
     """One sentence's tree, with the TOP root tgrep writes."""
     punctuation = rng.choice(["(. .)", "(. !)", ""])
     if rng.random() < 0.15:  # a comma inside the sentence
-        return (f"(TOP (S (ADVP {_leaf('RB', rng)}) (, ,) {_np(rng)} "
-                f"{_vp(rng, 1)} {punctuation}))")
+        return (
+            f"(TOP (S (ADVP {_leaf('RB', rng)}) (, ,) {_np(rng)} "
+            f"{_vp(rng, 1)} {punctuation}))"
+        )
     return f"(TOP (S {_np(rng)} {_vp(rng, 0)} {punctuation}))"
 
 
-def write_treebank(directory, sizes=(("train", 3000), ("dev", 100),
-                                     ("test", 200)), seed=0):
+def write_treebank(
+    directory, sizes=(("train", 3000), ("dev", 100), ("test", 200)), seed=0
+):
     """Writes DIR/<split>.trees; returns {split: path}."""
     rng = random.Random(seed)
     paths = {}

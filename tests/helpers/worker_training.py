@@ -14,25 +14,39 @@ import sys
 
 import numpy as np
 
+from helpers.toy_run import SMALL, toy_trainer
 from t2t_repro.training import distribution
 from t2t_repro.training import trainer as trainer_module
-from toy_run import SMALL, toy_trainer
 
 
 def main(model_dir, steps, out_path, cpu_devices=1):
     replayed = []
     advance = trainer_module._advance
     trainer_module._advance = lambda iterator, count: (
-        replayed.append(count), advance(iterator, count))
-    trainer = toy_trainer(model_dir, steps, config=SMALL,
-                          strategy=distribution.make_strategy(cpu_devices),
-                          checkpoint_every=2)
+        replayed.append(count),
+        advance(iterator, count),
+    )
+    trainer = toy_trainer(
+        model_dir,
+        steps,
+        config=SMALL,
+        strategy=distribution.make_strategy(cpu_devices),
+        checkpoint_every=2,
+    )
     trainer.train()
-    np.savez(out_path, step=trainer.step, replayed=sum(replayed),
-             **{w.path: w.numpy() for w in trainer.model.weights
-                if not w.path.endswith("seed_generator_state")})
+    np.savez(
+        out_path,
+        step=trainer.step,
+        replayed=sum(replayed),
+        **{
+            w.path: w.numpy()
+            for w in trainer.model.weights
+            if not w.path.endswith("seed_generator_state")
+        },
+    )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), sys.argv[3],
-         *[int(arg) for arg in sys.argv[4:]])
+    main(
+        sys.argv[1], int(sys.argv[2]), sys.argv[3], *[int(arg) for arg in sys.argv[4:]]
+    )

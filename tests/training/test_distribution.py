@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from processes import REPO, quiet_environment
+from helpers.processes import REPO, quiet_environment
 from t2t_repro.config import ConfigError
 from t2t_repro.training.distribution import training_tasks
 
@@ -15,15 +15,21 @@ def _tf_config(cluster, task):
     return json.dumps({"cluster": cluster, "task": task})
 
 
-@pytest.mark.parametrize("cluster, task, tasks", [
-    ({"worker": ["a:1", "b:1"]}, {"type": "worker", "index": 1}, 2),
-    # The Kubernetes TFJob / Vertex AI layout: the chief trains too.
-    ({"chief": ["a:1"], "worker": ["b:1"]}, {"type": "chief", "index": 0}, 2),
-    ({"chief": ["a:1"], "worker": ["b:1"]}, {"type": "worker", "index": 0}, 2),
-    ({"chief": ["a:1"], "worker": ["b:1", "c:1"]},
-     {"type": "worker", "index": 1}, 3),
-    ({"chief": ["a:1"]}, {"type": "chief", "index": 0}, 1),
-])
+@pytest.mark.parametrize(
+    "cluster, task, tasks",
+    [
+        ({"worker": ["a:1", "b:1"]}, {"type": "worker", "index": 1}, 2),
+        # The Kubernetes TFJob / Vertex AI layout: the chief trains too.
+        ({"chief": ["a:1"], "worker": ["b:1"]}, {"type": "chief", "index": 0}, 2),
+        ({"chief": ["a:1"], "worker": ["b:1"]}, {"type": "worker", "index": 0}, 2),
+        (
+            {"chief": ["a:1"], "worker": ["b:1", "c:1"]},
+            {"type": "worker", "index": 1},
+            3,
+        ),
+        ({"chief": ["a:1"]}, {"type": "chief", "index": 0}, 1),
+    ],
+)
 def test_every_chief_and_worker_counts(cluster, task, tasks):
     assert training_tasks(_tf_config(cluster, task)) == tasks
 
@@ -32,22 +38,36 @@ def test_no_tf_config_is_one_process():
     assert training_tasks("") == 1
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("{cluster:", "TF_CONFIG is not JSON"),
-    ("[1, 2]", "must be a JSON object"),
-    (json.dumps({"cluster": {"worker": ["a:1", "b:1"]}}), 'no "task"'),
-    (_tf_config({"worker": ["a:1", "b:1"]}, {"type": "worker", "index": 2}),
-     "task index 2 out of range: the cluster has 2 worker task(s)"),
-    (_tf_config({"worker": ["a:1", "b:1"]}, {"type": "chief", "index": 0}),
-     "task type 'chief' is not in the cluster (worker)"),
-    (_tf_config({"worker": ["a:1"], "ps": ["b:1"]},
-                {"type": "worker", "index": 0}),
-     "task type(s) ps not supported"),
-    (_tf_config({"worker": "a:1"}, {"type": "worker", "index": 0}),
-     "must map task types to lists"),
-    (_tf_config({"chief": ["a:1", "b:1"]}, {"type": "chief", "index": 0}),
-     "at most one chief"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("{cluster:", "TF_CONFIG is not JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        (json.dumps({"cluster": {"worker": ["a:1", "b:1"]}}), 'no "task"'),
+        (
+            _tf_config({"worker": ["a:1", "b:1"]}, {"type": "worker", "index": 2}),
+            "task index 2 out of range: the cluster has 2 worker task(s)",
+        ),
+        (
+            _tf_config({"worker": ["a:1", "b:1"]}, {"type": "chief", "index": 0}),
+            "task type 'chief' is not in the cluster (worker)",
+        ),
+        (
+            _tf_config(
+                {"worker": ["a:1"], "ps": ["b:1"]}, {"type": "worker", "index": 0}
+            ),
+            "task type(s) ps not supported",
+        ),
+        (
+            _tf_config({"worker": "a:1"}, {"type": "worker", "index": 0}),
+            "must map task types to lists",
+        ),
+        (
+            _tf_config({"chief": ["a:1", "b:1"]}, {"type": "chief", "index": 0}),
+            "at most one chief",
+        ),
+    ],
+)
 def test_malformed_tf_config_names_the_problem(text, problem):
     with pytest.raises(ConfigError) as error:
         training_tasks(text)
@@ -62,10 +82,21 @@ def test_t2t_train_answers_a_malformed_tf_config_with_one_line(tmp_path):
     environment = quiet_environment(TF_CONFIG="{not json")
     del environment["TF_CPP_MIN_LOG_LEVEL"]
     result = subprocess.run(
-        [sys.executable, "-m", "t2t_repro.cli", "train",
-         f"--model_dir={tmp_path / 'run'}", f"--train_src={source}",
-         f"--train_tgt={source}"], cwd=REPO, env=environment,
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "t2t_repro.cli",
+            "train",
+            f"--model_dir={tmp_path / 'run'}",
+            f"--train_src={source}",
+            f"--train_tgt={source}",
+        ],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines == [lines[-1]] and "Traceback" not in result.stderr

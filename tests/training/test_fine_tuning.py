@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from processes import run_python
+from helpers.processes import run_python
+from helpers.toy_run import LEARNABLE, LEARNABLE_STEPS, toy_pairs, toy_trainer
 from t2t_repro import fine_tuning
 from t2t_repro.checkpoints import RunDir
-from toy_run import LEARNABLE, LEARNABLE_STEPS, toy_pairs, toy_trainer
 
 
 def _file_hashes(directory):
@@ -30,24 +30,27 @@ def _fine_tuning_trainer(source_dir, model_dir, steps, optimizer_slots):
     source, checkpoint = fine_tuning.source_of(source_dir)
     run_dir = RunDir(str(model_dir))
     fine_tuning.copy_model_and_vocabulary(source, run_dir)
-    trainer = toy_trainer(model_dir, steps, config=run_dir.load_config(),
-                          batch_tokens=256)
+    trainer = toy_trainer(
+        model_dir, steps, config=run_dir.load_config(), batch_tokens=256
+    )
     fine_tuning.initialize(trainer, checkpoint, optimizer_slots)
     return trainer, checkpoint
 
 
 def test_new_run_starts_at_step_0_from_the_source_weights_then_moves(
-        toy_run_dir, tmp_path):
+    toy_run_dir, tmp_path
+):
     before = _file_hashes(toy_run_dir)
-    trainer, checkpoint = _fine_tuning_trainer(toy_run_dir, tmp_path / "new",
-                                               3, optimizer_slots=False)
+    trainer, checkpoint = _fine_tuning_trainer(
+        toy_run_dir, tmp_path / "new", 3, optimizer_slots=False
+    )
     assert checkpoint == RunDir(toy_run_dir).latest_checkpoint()
     source_model, _, _ = RunDir(toy_run_dir).load_model(checkpoint)
     assert trainer.config == LEARNABLE and trainer.step == 0
-    for weight, source_weight in zip(trainer.model.weights,
-                                     source_model.weights):
-        np.testing.assert_array_equal(weight.numpy(), source_weight.numpy(),
-                                      err_msg=weight.path)
+    for weight, source_weight in zip(trainer.model.weights, source_model.weights):
+        np.testing.assert_array_equal(
+            weight.numpy(), source_weight.numpy(), err_msg=weight.path
+        )
     # A fresh optimizer: no moments, and the schedule's warm-up from 0.
     assert int(trainer.optimizer.iterations.numpy()) == 0
     assert all(not np.any(v.numpy()) for v in trainer.optimizer.variables)
@@ -55,33 +58,40 @@ def test_new_run_starts_at_step_0_from_the_source_weights_then_moves(
     trainer.train()
     assert trainer.step == 3
     assert int(trainer.optimizer.iterations.numpy()) == 3
-    moved = [not np.array_equal(w.numpy(), s.numpy()) for w, s in
-             zip(trainer.model.trainable_weights,
-                 source_model.trainable_weights)]
+    moved = [
+        not np.array_equal(w.numpy(), s.numpy())
+        for w, s in zip(trainer.model.trainable_weights, source_model.trainable_weights)
+    ]
     assert sum(moved) > len(moved) // 2
-    assert RunDir(str(tmp_path / "new")).latest_checkpoint().endswith(
-        "ckpt-3")
+    assert RunDir(str(tmp_path / "new")).latest_checkpoint().endswith("ckpt-3")
     assert _file_hashes(toy_run_dir) == before
 
 
 def test_optimizer_slots_are_the_sources_adam_moments_but_not_its_step(
-        toy_run_dir, tmp_path):
-    trainer, checkpoint = _fine_tuning_trainer(toy_run_dir, tmp_path / "new",
-                                               1, optimizer_slots=True)
+    toy_run_dir, tmp_path
+):
+    trainer, checkpoint = _fine_tuning_trainer(
+        toy_run_dir, tmp_path / "new", 1, optimizer_slots=True
+    )
     saved = tf.train.load_checkpoint(checkpoint)
-    assert saved.get_tensor(
-        "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE") == LEARNABLE_STEPS
+    assert (
+        saved.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")
+        == LEARNABLE_STEPS
+    )
     assert int(trainer.optimizer.iterations.numpy()) == 0
     # The optimizer's variables: its step, then each weight's moments.
     moments = trainer.optimizer.variables[1:]
     assert len(moments) == 2 * len(trainer.model.trainable_weights)
     for index, moment in enumerate(moments, start=1):
-        np.testing.assert_array_equal(moment.numpy(), saved.get_tensor(
-            f"optimizer/_variables/{index}/.ATTRIBUTES/VARIABLE_VALUE"))
+        np.testing.assert_array_equal(
+            moment.numpy(),
+            saved.get_tensor(
+                f"optimizer/_variables/{index}/.ATTRIBUTES/VARIABLE_VALUE"
+            ),
+        )
 
 
-def test_init_from_names_a_run_or_one_of_its_checkpoints(toy_run_dir,
-                                                        tmp_path):
+def test_init_from_names_a_run_or_one_of_its_checkpoints(toy_run_dir, tmp_path):
     run = RunDir(toy_run_dir)
     latest = run.latest_checkpoint()
     assert fine_tuning.source_of(toy_run_dir)[1] == latest
@@ -95,54 +105,66 @@ def test_init_from_names_a_run_or_one_of_its_checkpoints(toy_run_dir,
         shutil.copy(path, best)
     best_checkpoint = f"{best}/ckpt-{LEARNABLE_STEPS}"
     source, checkpoint = fine_tuning.source_of(best_checkpoint)
-    assert (source.path, checkpoint) == (str(tmp_path / "run"),
-                                         best_checkpoint)
+    assert (source.path, checkpoint) == (str(tmp_path / "run"), best_checkpoint)
     with pytest.raises(FileNotFoundError, match="no checkpoint found"):
         fine_tuning.source_of(str(tmp_path))
 
 
 def _train_cli(tmp_path, *flags):
-    pairs = [(s.decode(), t.decode())
-             for s, t in toy_pairs().as_numpy_iterator()]
+    pairs = [(s.decode(), t.decode()) for s, t in toy_pairs().as_numpy_iterator()]
     (tmp_path / "train.de").write_text("".join(s + "\n" for s, _ in pairs))
     (tmp_path / "train.en").write_text("".join(t + "\n" for _, t in pairs))
-    return run_python(["-m", "t2t_repro.cli", "train",
-                       f"--train_src={tmp_path}/train.de",
-                       f"--train_tgt={tmp_path}/train.en",
-                       "--train_steps=2", "--batch_tokens=256",
-                       "--warmup_steps=5", "--mixed_precision=none", *flags])
+    return run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "train",
+            f"--train_src={tmp_path}/train.de",
+            f"--train_tgt={tmp_path}/train.en",
+            "--train_steps=2",
+            "--batch_tokens=256",
+            "--warmup_steps=5",
+            "--mixed_precision=none",
+            *flags,
+        ]
+    )
 
 
-def test_cli_fine_tunes_a_copy_and_refuses_another_model(toy_run_dir,
-                                                         tmp_path):
+def test_cli_fine_tunes_a_copy_and_refuses_another_model(toy_run_dir, tmp_path):
     before = _file_hashes(toy_run_dir)
     new = tmp_path / "new"
-    result = _train_cli(tmp_path, f"--init_from={toy_run_dir}",
-                        f"--model_dir={new}")
+    result = _train_cli(tmp_path, f"--init_from={toy_run_dir}", f"--model_dir={new}")
     assert result.returncode == 0, result.stderr[-3000:]
     for name in ("config.json", "spm.model"):
-        assert ((new / name).read_bytes() ==
-                pathlib.Path(toy_run_dir, name).read_bytes())
+        assert (new / name).read_bytes() == pathlib.Path(toy_run_dir, name).read_bytes()
     assert RunDir(str(new)).latest_checkpoint().endswith("ckpt-2")
     assert "step 2/2 loss" in result.stderr
 
     # A model flag that differs from the source's config.json.
-    refused = _train_cli(tmp_path, f"--init_from={toy_run_dir}",
-                         f"--model_dir={tmp_path}/other", "--d_model=64",
-                         "--num_heads=2")
+    refused = _train_cli(
+        tmp_path,
+        f"--init_from={toy_run_dir}",
+        f"--model_dir={tmp_path}/other",
+        "--d_model=64",
+        "--num_heads=2",
+    )
     assert refused.returncode == 2
     assert refused.stderr.splitlines()[-1] == (
         f"t2t-train: error: --init_from: the model differs from "
-        f"{toy_run_dir}/config.json: d_model 64 != 32")
+        f"{toy_run_dir}/config.json: d_model 64 != 32"
+    )
 
     # On a run with checkpoints the resume wins, and its config.json is
     # the model.
-    resumed = _train_cli(tmp_path, f"--init_from={toy_run_dir}",
-                         f"--model_dir={new}", "--d_model=64")
+    resumed = _train_cli(
+        tmp_path, f"--init_from={toy_run_dir}", f"--model_dir={new}", "--d_model=64"
+    )
     assert resumed.returncode == 2
-    assert (f"--init_from ignored: {new} has checkpoints, resuming from "
-            "them") in resumed.stderr
+    assert (
+        f"--init_from ignored: {new} has checkpoints, resuming from them"
+    ) in resumed.stderr
     assert resumed.stderr.splitlines()[-1] == (
         f"t2t-train: error: --init_from: the model differs from "
-        f"{new}/config.json: d_model 64 != 32")
+        f"{new}/config.json: d_model 64 != 32"
+    )
     assert _file_hashes(toy_run_dir) == before

@@ -7,32 +7,47 @@ import re
 
 import pytest
 
+from helpers.toy_run import LEARNABLE, toy_pairs, toy_trainer
 from t2t_repro.checkpoints import RunDir
 from t2t_repro.config import TrainingOptions
 from t2t_repro.training.evaluator import DevEvaluator
 from t2t_repro.training.metrics import ProgressBar, format_duration, log_line
-from toy_run import LEARNABLE, toy_pairs, toy_trainer
 
 
-@pytest.mark.parametrize("seconds, text", [
-    (0, "0s"), (-3, "0s"), (45.4, "45s"), (59.6, "1m00s"), (252, "4m12s"),
-    (3600 + 5 * 60 + 29, "1h05m"), (3 * 86400 + 4 * 3600 + 59 * 60, "3d04h"),
-])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (0, "0s"),
+        (-3, "0s"),
+        (45.4, "45s"),
+        (59.6, "1m00s"),
+        (252, "4m12s"),
+        (3600 + 5 * 60 + 29, "1h05m"),
+        (3 * 86400 + 4 * 3600 + 59 * 60, "3d04h"),
+    ],
+)
 def test_durations_show_their_two_largest_units(seconds, text):
     assert format_duration(seconds) == text
 
 
-_METRICS = {"loss": 2.13456, "accuracy": 0.5123, "learning_rate": 0.000712,
-            "grad_norm": 0.8123, "tokens_per_second": 12345.6,
-            "padding_efficiency": 0.851, "seconds_per_step": 0.4,
-            "nonfinite_steps": 0.0}
+_METRICS = {
+    "loss": 2.13456,
+    "accuracy": 0.5123,
+    "learning_rate": 0.000712,
+    "grad_norm": 0.8123,
+    "tokens_per_second": 12345.6,
+    "padding_efficiency": 0.851,
+    "seconds_per_step": 0.4,
+    "nonfinite_steps": 0.0,
+}
 
 
 def test_log_line_gives_the_step_of_the_total_and_the_eta_at_its_rate():
     # 650 steps left at 0.4 s a step.
     assert log_line(_METRICS, 300, 950) == (
         "step 300/950 loss 2.1346 acc 0.512 lr 0.000712 |g| 0.812 12346 "
-        "tok/s pad-eff 0.85 0.400 s/step ETA 4m20s")
+        "tok/s pad-eff 0.85 0.400 s/step ETA 4m20s"
+    )
     assert log_line(_METRICS, 950, 950).endswith(" ETA 0s")
 
 
@@ -72,18 +87,23 @@ def test_toy_run_logs_the_step_of_the_total_and_the_eta(tmp_path, caplog):
     # An in-process flag parse elsewhere sets absl's logger to WARNING.
     caplog.set_level(logging.INFO, logger="absl")
     toy_trainer(tmp_path / "run", 10).train()
-    lines = [r.getMessage() for r in caplog.records
-             if re.match(r"step \d+/", r.getMessage())]
+    lines = [
+        r.getMessage() for r in caplog.records if re.match(r"step \d+/", r.getMessage())
+    ]
     assert len(lines) == 2
     assert re.fullmatch(r"step 5/10 loss .* s/step ETA \d+s", lines[0])
     assert re.fullmatch(r"step 10/10 loss .* s/step ETA 0s", lines[1])
 
 
 def test_dev_evaluation_reports_sentences_done_and_their_rate(
-        toy_run_dir, tmp_path, capsys):
+    toy_run_dir, tmp_path, capsys
+):
     model, proto, _ = RunDir(toy_run_dir).load_model()
-    evaluator = DevEvaluator(toy_pairs().take(8), proto, LEARNABLE.max_length,
-                             TrainingOptions(model_dir=str(tmp_path)))
+    evaluator = DevEvaluator(
+        toy_pairs().take(8),
+        proto,
+        LEARNABLE.max_length,
+        TrainingOptions(model_dir=str(tmp_path)),
+    )
     evaluator.translations(model)
-    assert re.search(r"translated 8/8 sentences, [\d.]+/s",
-                     capsys.readouterr().err)
+    assert re.search(r"translated 8/8 sentences, [\d.]+/s", capsys.readouterr().err)

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from processes import run_python
-from shared_data import multi30k
-from t2t_repro.checkpoints import RunDir, model_checkpoint
+from helpers.processes import run_python
+from helpers.shared_data import multi30k
+from helpers.toy_run import SMALL, toy_pairs, toy_trainer
+from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.best_checkpoints import BestCheckpoints
+from t2t_repro.checkpoints import RunDir, model_checkpoint
 from t2t_repro.data import pipeline, text_files
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
-from toy_run import SMALL, toy_pairs, toy_trainer
-from vocab_for_tests import tiny_vocab
 
 
 class ScriptedBleuTrainer:
@@ -24,12 +24,22 @@ class ScriptedBleuTrainer:
     checkpoints are best then does not depend on how training went."""
 
     def __new__(cls, model_dir, steps, scores, **options):
-        trainer = toy_trainer(model_dir, steps, dev_pairs=toy_pairs().take(2),
-                              **{"eval_every": 5, "checkpoint_every": 5,
-                                 "dev_bleu_sentences": 2, **options})
+        trainer = toy_trainer(
+            model_dir,
+            steps,
+            dev_pairs=toy_pairs().take(2),
+            **{
+                "eval_every": 5,
+                "checkpoint_every": 5,
+                "dev_bleu_sentences": 2,
+                **options,
+            },
+        )
         by_step = dict(zip(range(5, 5 * len(scores) + 1, 5), scores))
         trainer.evaluator.bleu = lambda hypotheses, references: (
-            by_step[trainer.step], "scripted")
+            by_step[trainer.step],
+            "scripted",
+        )
         return trainer
 
 
@@ -42,19 +52,26 @@ def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
     scores = [1.0, 3.0, 2.0, 2.5, 4.0, 0.5]
     trainer = ScriptedBleuTrainer(run, 20, scores, keep_best=2)
     assert trainer.train() == 20
-    saved_at = {step: _weights(RunDir(run).load_model(
-        os.path.join(run, f"ckpt-{step}"))[0]) for step in (10, 20)}
+    saved_at = {
+        step: _weights(RunDir(run).load_model(os.path.join(run, f"ckpt-{step}"))[0])
+        for step in (10, 20)
+    }
     best = BestCheckpoints(run)
-    assert [(e["step"], e["bleu"]) for e in best.best] == [(10, 3.0),
-                                                           (20, 2.5)]
+    assert [(e["step"], e["bleu"]) for e in best.best] == [(10, 3.0), (20, 2.5)]
     assert sorted(os.listdir(os.path.join(run, "best"))) == sorted(
-        ["scores.json", "ckpt-10.index", "ckpt-10.data-00000-of-00001",
-         "ckpt-20.index", "ckpt-20.data-00000-of-00001"])
+        [
+            "scores.json",
+            "ckpt-10.index",
+            "ckpt-10.data-00000-of-00001",
+            "ckpt-20.index",
+            "ckpt-20.data-00000-of-00001",
+        ]
+    )
     for step in (10, 20):  # the best files hold that step's weights
         model = Transformer(SMALL, name="transformer")
         model_checkpoint(model).restore(
-            os.path.join(run, "best", f"ckpt-{step}")).expect_partial() \
-            .assert_existing_objects_matched()
+            os.path.join(run, "best", f"ckpt-{step}")
+        ).expect_partial().assert_existing_objects_matched()
         for got, want in zip(_weights(model), saved_at[step]):
             np.testing.assert_array_equal(got, want)
 
@@ -65,17 +82,17 @@ def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
         os.remove(name)
     state = tf.train.get_checkpoint_state(run)
     tf.compat.v1.train.update_checkpoint_state(
-        run, os.path.join(run, "ckpt-15"),
-        [p for p in state.all_model_checkpoint_paths
-         if not p.endswith("-20")])
+        run,
+        os.path.join(run, "ckpt-15"),
+        [p for p in state.all_model_checkpoint_paths if not p.endswith("-20")],
+    )
     resumed = ScriptedBleuTrainer(run, 30, scores, keep_best=2)
     assert resumed.step == 15
     assert [e["step"] for e in resumed.best.evaluations] == [5, 10, 15]
     assert not os.path.exists(os.path.join(run, "best", "ckpt-20.index"))
     assert resumed.train() == 30
     best = BestCheckpoints(run)
-    assert [(e["step"], e["bleu"]) for e in best.best] == [(25, 4.0),
-                                                           (10, 3.0)]
+    assert [(e["step"], e["bleu"]) for e in best.best] == [(25, 4.0), (10, 3.0)]
     assert [e["step"] for e in best.evaluations] == [5, 10, 15, 20, 25, 30]
     minutes = [e["minutes"] for e in best.evaluations]
     assert minutes == sorted(minutes) and minutes[-1] > 0
@@ -83,11 +100,14 @@ def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
     output = RunDir(run).average(str(tmp_path / "avg"), 2, "best")
     assert output.endswith("ckpt-25")  # named after the best
     averaged = _weights(RunDir(str(tmp_path / "avg")).load_model()[0])
-    pair = [_weights(RunDir(run).load_model(
-        os.path.join(run, "best", f"ckpt-{s}"))[0]) for s in (25, 10)]
+    pair = [
+        _weights(RunDir(run).load_model(os.path.join(run, "best", f"ckpt-{s}"))[0])
+        for s in (25, 10)
+    ]
     for got, a, b in zip(averaged, *pair):
-        np.testing.assert_allclose(got, (a.astype(np.float64) + b) / 2,
-                                   rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(
+            got, (a.astype(np.float64) + b) / 2, rtol=1e-6, atol=1e-7
+        )
     with pytest.raises(ValueError, match="holds 2 best checkpoint"):
         RunDir(run).average(str(tmp_path / "avg3"), 3, "best")
 
@@ -119,15 +139,27 @@ def test_subword_sampling_varies_training_segmentations_only(tmp_path):
     assert len({tuple(ids) for ids in samples}) > 1
     assert all(ids[-1] == best[0][-1] for ids in samples)  # EOS kept
     assert set(plain.detokenize(sampled.tokenize(sentence)).numpy()) == {
-        "ein hund läuft über das gras".encode()}
+        "ein hund läuft über das gras".encode()
+    }
 
-    batches = [b for b in pipeline.training_batches(
-        toy_pairs(), trainer._training_tokenizer, batch_tokens=128,
-        max_length=32, shuffle_buffer=1, repeat=False).as_numpy_iterator()]
-    sampled_sources = {tuple(row[row != 0]) for b in batches
-                       for row in b[0][0]}
-    plain_sources = {tuple(row) for row in plain.tokenize(
-        [s for s, _ in toy_pairs().as_numpy_iterator()]).to_list()}
+    batches = [
+        b
+        for b in pipeline.training_batches(
+            toy_pairs(),
+            trainer._training_tokenizer,
+            batch_tokens=128,
+            max_length=32,
+            shuffle_buffer=1,
+            repeat=False,
+        ).as_numpy_iterator()
+    ]
+    sampled_sources = {tuple(row[row != 0]) for b in batches for row in b[0][0]}
+    plain_sources = {
+        tuple(row)
+        for row in plain.tokenize(
+            [s for s, _ in toy_pairs().as_numpy_iterator()]
+        ).to_list()
+    }
     assert sampled_sources - plain_sources  # training sees new splits
     # Evaluation, decoding and export use the deterministic tokenizer.
     assert trainer.tokenizer.tokenize(sentence).to_list() == best
@@ -140,8 +172,7 @@ def test_weight_decay_shrinks_matrices_only():
     variables = model.trainable_variables
     before = [v.numpy() for v in variables]
     # Zero gradients: Adam moves nothing, so only the decay shows.
-    optimizer.apply_gradients(
-        [(tf.zeros_like(v), v) for v in variables])
+    optimizer.apply_gradients([(tf.zeros_like(v), v) for v in variables])
     rate = float(schedule(0))  # the first update's
     decayed = kept = 0
     for variable, old in zip(variables, before):
@@ -149,28 +180,35 @@ def test_weight_decay_shrinks_matrices_only():
             np.testing.assert_array_equal(variable.numpy(), old)
             kept += 1
         else:
-            np.testing.assert_allclose(variable.numpy(),
-                                       old * (1 - 0.5 * rate), rtol=1e-6)
+            np.testing.assert_allclose(
+                variable.numpy(), old * (1 - 0.5 * rate), rtol=1e-6
+            )
             decayed += 1
     assert decayed >= 10 and kept >= 10
 
 
 def test_recipe_flags_are_validated(tmp_path):
-    common = ["-m", "t2t_repro.cli", "train", "--flagfile=flags/tiny.cfg",
-              f"--model_dir={tmp_path}/run"]
-    result = run_python(common + ["--train_src=x", "--train_tgt=y",
-                                  "--subword_sampling=1.5"])
+    common = [
+        "-m",
+        "t2t_repro.cli",
+        "train",
+        "--flagfile=flags/tiny.cfg",
+        f"--model_dir={tmp_path}/run",
+    ]
+    result = run_python(
+        common + ["--train_src=x", "--train_tgt=y", "--subword_sampling=1.5"]
+    )
     assert result.returncode != 0
     assert "subword_sampling" in result.stderr
     assert "Traceback" not in result.stderr
     data = tmp_path / "pairs"
     (data.with_suffix(".en")).write_text("a dog\n", "utf-8")
     (data.with_suffix(".de")).write_text("ein hund\n", "utf-8")
-    result = run_python(common + [f"--train_src={data}.en",
-                                  f"--train_tgt={data}.de", "--keep_best=3"])
+    result = run_python(
+        common + [f"--train_src={data}.en", f"--train_tgt={data}.de", "--keep_best=3"]
+    )
     assert result.returncode != 0
-    assert "--keep_best and --patience rank checkpoints by dev BLEU" in \
-        result.stderr
+    assert "--keep_best and --patience rank checkpoints by dev BLEU" in result.stderr
     assert "Traceback" not in result.stderr
     assert not os.path.exists(tmp_path / "run" / "best")
 
@@ -178,26 +216,41 @@ def test_recipe_flags_are_validated(tmp_path):
 @pytest.mark.slow  # 43 s; averaging itself is checked by the best-N test
 def test_train_cli_scores_the_average_of_the_last_checkpoints(tmp_path):
     for lang in ("en", "de"):
-        (tmp_path / f"test.{lang}").write_text("".join(
-            line + "\n" for line in text_files.read_lines(
-                multi30k("test_2016_flickr", lang))[:5]), "utf-8")
+        (tmp_path / f"test.{lang}").write_text(
+            "".join(
+                line + "\n"
+                for line in text_files.read_lines(multi30k("test_2016_flickr", lang))[
+                    :5
+                ]
+            ),
+            "utf-8",
+        )
     run = tmp_path / "run"
-    common = ["-m", "t2t_repro.cli", "train", "--flagfile=flags/tiny.cfg",
-              f"--model_dir={run}", f"--train_src={multi30k('val', 'en')}",
-              f"--train_tgt={multi30k('val', 'de')}",
-              f"--test_src={tmp_path}/test.en",
-              f"--test_tgt={tmp_path}/test.de", "--train_steps=6",
-              "--checkpoint_every=3", "--batch_tokens=256"]
+    common = [
+        "-m",
+        "t2t_repro.cli",
+        "train",
+        "--flagfile=flags/tiny.cfg",
+        f"--model_dir={run}",
+        f"--train_src={multi30k('val', 'en')}",
+        f"--train_tgt={multi30k('val', 'de')}",
+        f"--test_src={tmp_path}/test.en",
+        f"--test_tgt={tmp_path}/test.de",
+        "--train_steps=6",
+        "--checkpoint_every=3",
+        "--batch_tokens=256",
+    ]
     result = run_python(common + ["--average_last=2"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"average of steps 3, 6 in {run}/average" in result.stdout
     averaged = _weights(RunDir(str(run / "average")).load_model()[0])
-    pair = [_weights(RunDir(str(run)).load_model(str(run / f"ckpt-{s}"))[0])
-            for s in (3, 6)]
+    pair = [
+        _weights(RunDir(str(run)).load_model(str(run / f"ckpt-{s}"))[0]) for s in (3, 6)
+    ]
     for got, a, b in zip(averaged, *pair):
-        np.testing.assert_allclose(got, (a.astype(np.float64) + b) / 2,
-                                   rtol=1e-6, atol=1e-7)
-    result = run_python(common + ["--average_last=3",
-                                  "--keep_checkpoints=2"])
+        np.testing.assert_allclose(
+            got, (a.astype(np.float64) + b) / 2, rtol=1e-6, atol=1e-7
+        )
+    result = run_python(common + ["--average_last=3", "--keep_checkpoints=2"])
     assert result.returncode != 0
     assert "--average_last cannot exceed --keep_checkpoints" in result.stderr

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from processes import REPO, quiet_environment
-from run_inspection import checkpoint_weights, nonfinite_steps_logged
-from shared_data import multi30k
+from helpers.processes import REPO, quiet_environment
+from helpers.run_inspection import checkpoint_weights, nonfinite_steps_logged
+from helpers.shared_data import multi30k
+from helpers.toy_run import toy_trainer
 from t2t_repro.checkpoints import RunDir, holds, model_checkpoint
 from t2t_repro.config import ConfigError
 from t2t_repro.training import TrainingError
 from t2t_repro.training import trainer as trainer_module
-from toy_run import toy_trainer
 
 
 def _poison_losses(monkeypatch, steps):
@@ -36,25 +36,28 @@ def _poison_losses(monkeypatch, steps):
         loss_sum, count, correct = original(*args)
         this_step = holder["trainer"].global_step + 1
         bad = tf.reduce_any(tf.equal(this_step, tf.constant(steps, tf.int64)))
-        return (tf.where(bad, tf.constant(np.nan, loss_sum.dtype), loss_sum),
-                count, correct)
+        return (
+            tf.where(bad, tf.constant(np.nan, loss_sum.dtype), loss_sum),
+            count,
+            correct,
+        )
 
-    monkeypatch.setattr(trainer_module, "smoothed_cross_entropy_stats",
-                        poisoned)
+    monkeypatch.setattr(trainer_module, "smoothed_cross_entropy_stats", poisoned)
     return holder
 
 
-def test_a_nonfinite_step_applies_no_update_and_is_counted(tmp_path,
-                                                           monkeypatch):
+def test_a_nonfinite_step_applies_no_update_and_is_counted(tmp_path, monkeypatch):
     holder = _poison_losses(monkeypatch, [3])
-    trainer = holder["trainer"] = toy_trainer(tmp_path, 6, checkpoint_every=1,
-                                              log_every=3)
+    trainer = holder["trainer"] = toy_trainer(
+        tmp_path, 6, checkpoint_every=1, log_every=3
+    )
     assert trainer.train() == 6
     # Six batches consumed, five updates.
     assert int(trainer.optimizer.iterations.numpy()) == 5
     assert all(np.isfinite(w.numpy()).all() for w in trainer.model.weights)
-    after_2, after_3, after_4 = (checkpoint_weights(tmp_path, step)
-                                 for step in (2, 3, 4))
+    after_2, after_3, after_4 = (
+        checkpoint_weights(tmp_path, step) for step in (2, 3, 4)
+    )
     for before, skipped in zip(after_2, after_3):
         np.testing.assert_array_equal(skipped, before)
     assert any((a != b).any() for a, b in zip(after_3, after_4))
@@ -62,56 +65,77 @@ def test_a_nonfinite_step_applies_no_update_and_is_counted(tmp_path,
 
 
 def test_nonfinite_steps_in_a_row_stop_at_the_last_good_checkpoint(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     holder = _poison_losses(monkeypatch, list(range(4, 20)))
     trainer = holder["trainer"] = toy_trainer(
-        tmp_path, 19, checkpoint_every=2, max_nonfinite=3)
-    with pytest.raises(TrainingError, match=(
+        tmp_path, 19, checkpoint_every=2, max_nonfinite=3
+    )
+    with pytest.raises(
+        TrainingError,
+        match=(
             r"step 6: the loss or gradient norm was not finite for 3 steps "
-            r"in a row .* the last good checkpoint is .*ckpt-4\.")):
+            r"in a row .* the last good checkpoint is .*ckpt-4\."
+        ),
+    ):
         trainer.train()
     assert RunDir(str(tmp_path)).latest_checkpoint().endswith("ckpt-4")
     for step in (2, 4):
-        assert all(np.isfinite(w).all()
-                   for w in checkpoint_weights(tmp_path, step))
+        assert all(np.isfinite(w).all() for w in checkpoint_weights(tmp_path, step))
 
 
 def test_weights_that_are_not_finite_are_never_saved(tmp_path):
     trainer = toy_trainer(tmp_path, 1)
     trainer.train()
-    trainer.model.weights[0].assign(
-        tf.fill(trainer.model.weights[0].shape, np.nan))
+    trainer.model.weights[0].assign(tf.fill(trainer.model.weights[0].shape, np.nan))
     trainer.global_step.assign_add(1)
-    with pytest.raises(TrainingError, match=(
+    with pytest.raises(
+        TrainingError,
+        match=(
             r"step 2: the weights are not finite, so they were not saved; "
-            r"the last good checkpoint is .*ckpt-1$")):
+            r"the last good checkpoint is .*ckpt-1$"
+        ),
+    ):
         trainer._save()
     assert RunDir(str(tmp_path)).latest_checkpoint().endswith("ckpt-1")
 
 
 def test_a_second_trainer_on_one_model_dir_is_refused(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from t2t_repro.checkpoints import RunDir; "
-         "RunDir(sys.argv[1]).lock_for_training(); print('locked', "
-         "flush=True); time.sleep(600)", str(tmp_path)],
-        cwd=REPO, env=quiet_environment(), stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from t2t_repro.checkpoints import RunDir; "
+            "RunDir(sys.argv[1]).lock_for_training(); print('locked', "
+            "flush=True); time.sleep(600)",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        env=quiet_environment(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "locked\n"
-        with pytest.raises(ConfigError, match=(
+        with pytest.raises(
+            ConfigError,
+            match=(
                 rf"train.lock: another trainer \(pid {holder.pid} on "
-                rf"{socket.gethostname()}\) is using this model_dir")):
+                rf"{socket.gethostname()}\) is using this model_dir"
+            ),
+        ):
             toy_trainer(tmp_path, 1)
         assert not (tmp_path / "ckpt-1.index").exists()
     finally:
         holder.kill()  # SIGKILL: its lock file stays behind
         holder.wait()
     # The holder is dead: its stale lock is taken over.
-    assert json.loads((tmp_path / "train.lock").read_text())["pid"] == (
-        holder.pid)
+    assert json.loads((tmp_path / "train.lock").read_text())["pid"] == (holder.pid)
     trainer = toy_trainer(tmp_path, 1)
     assert json.loads((tmp_path / "train.lock").read_text()) == {
-        "pid": os.getpid(), "host": socket.gethostname()}
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+    }
     assert trainer.train() == 1
     # Released when training ends.
     assert not (tmp_path / "train.lock").exists()
@@ -127,17 +151,20 @@ def straight_run_weights(tmp_path_factory):
 
 
 def test_resume_continues_the_saved_input_stream_without_replaying_it(
-        tmp_path, monkeypatch, straight_run_weights):
+    tmp_path, monkeypatch, straight_run_weights
+):
     replayed = []
     advance = trainer_module._advance
-    monkeypatch.setattr(trainer_module, "_advance", lambda iterator, count: (
-        replayed.append(count), advance(iterator, count)))
+    monkeypatch.setattr(
+        trainer_module,
+        "_advance",
+        lambda iterator, count: (replayed.append(count), advance(iterator, count)),
+    )
     expected = straight_run_weights
 
     first_half = toy_trainer(tmp_path / "resumed", 6)
     first_half.train()
-    assert holds(RunDir(str(tmp_path / "resumed")).latest_checkpoint(),
-                 "input")
+    assert holds(RunDir(str(tmp_path / "resumed")).latest_checkpoint(), "input")
     resumed = toy_trainer(tmp_path / "resumed", 12)
     assert resumed.train() == 12
     assert replayed == []  # O(1): the iterator's state came back
@@ -151,12 +178,15 @@ def test_resume_continues_the_saved_input_stream_without_replaying_it(
     for name in ("config.json", "spm.model", "training.json"):
         shutil.copy(tmp_path / "resumed" / name, legacy / name)
     without_input = model_checkpoint(
-        first_half.model, optimizer=first_half.optimizer,
+        first_half.model,
+        optimizer=first_half.optimizer,
         global_step=first_half.global_step,
         train_seconds=first_half.train_seconds,
-        tokens_seen=first_half.tokens_seen)
-    tf.train.CheckpointManager(without_input, str(legacy), 1,
-                               checkpoint_name="ckpt").save(6)
+        tokens_seen=first_half.tokens_seen,
+    )
+    tf.train.CheckpointManager(
+        without_input, str(legacy), 1, checkpoint_name="ckpt"
+    ).save(6)
     from_legacy = toy_trainer(legacy, 12)
     assert replayed == [6]
     assert from_legacy.train() == 12
@@ -165,7 +195,8 @@ def test_resume_continues_the_saved_input_stream_without_replaying_it(
 
 
 def test_corrupt_newest_checkpoints_are_set_aside_and_the_run_resumed(
-        tmp_path, caplog, straight_run_weights):
+    tmp_path, caplog, straight_run_weights
+):
     toy_trainer(tmp_path, 12, checkpoint_every=4).train()
     damaged = {}
     for name in ("ckpt-12.index", "ckpt-8.data-00000-of-00001"):
@@ -175,14 +206,18 @@ def test_corrupt_newest_checkpoints_are_set_aside_and_the_run_resumed(
 
     with caplog.at_level(logging.WARNING):
         resumed = toy_trainer(tmp_path, 12, checkpoint_every=4)
-    warnings = [r.getMessage() for r in caplog.records
-                if "corrupt checkpoint" in r.getMessage()]
+    warnings = [
+        r.getMessage() for r in caplog.records if "corrupt checkpoint" in r.getMessage()
+    ]
     [set_aside] = (tmp_path / "corrupt").iterdir()
     assert [w.split(" (")[0] for w in warnings] == [
         f"{tmp_path}/ckpt-12: corrupt checkpoint",
-        f"{tmp_path}/ckpt-8: corrupt checkpoint"]
-    assert all(w.endswith(f", moved to {set_aside}; resuming from "
-                          f"{tmp_path}/ckpt-4") for w in warnings)
+        f"{tmp_path}/ckpt-8: corrupt checkpoint",
+    ]
+    assert all(
+        w.endswith(f", moved to {set_aside}; resuming from {tmp_path}/ckpt-4")
+        for w in warnings
+    )
     assert resumed.step == 4
     # Its input iterator came back from ckpt-4 too: the run ends where an
     # uninterrupted one does.
@@ -195,13 +230,24 @@ def test_corrupt_newest_checkpoints_are_set_aside_and_the_run_resumed(
 
 
 def _train_command(model_dir, steps):
-    val = [f"--train_{side}={multi30k('val', lang)}"
-           for side, lang in (("src", "en"), ("tgt", "de"))]
-    return [sys.executable, "-m", "t2t_repro.cli", "train",
-            "--flagfile=flags/tiny.cfg", f"--model_dir={model_dir}",
-            f"--train_steps={steps}", "--checkpoint_every=1",
-            "--log_every=1", "--mixed_precision=none",
-            "--shuffle_buffer=2000", *val]
+    val = [
+        f"--train_{side}={multi30k('val', lang)}"
+        for side, lang in (("src", "en"), ("tgt", "de"))
+    ]
+    return [
+        sys.executable,
+        "-m",
+        "t2t_repro.cli",
+        "train",
+        "--flagfile=flags/tiny.cfg",
+        f"--model_dir={model_dir}",
+        f"--train_steps={steps}",
+        "--checkpoint_every=1",
+        "--log_every=1",
+        "--mixed_precision=none",
+        "--shuffle_buffer=2000",
+        *val,
+    ]
 
 
 def _final_weights(model_dir):
@@ -212,9 +258,14 @@ def _final_weights(model_dir):
 @pytest.fixture(scope="module")
 def uninterrupted_cli_run(tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("uninterrupted")
-    result = subprocess.run(_train_command(model_dir, KILL_RUN_STEPS),
-                            cwd=REPO, env=quiet_environment(),
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        _train_command(model_dir, KILL_RUN_STEPS),
+        cwd=REPO,
+        env=quiet_environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return _final_weights(model_dir)
 
@@ -227,12 +278,14 @@ KILL_RUN_STEPS = 16
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sigkill_at_a_random_step_then_the_same_command_ends_identically(
-        tmp_path, uninterrupted_cli_run, seed):
+    tmp_path, uninterrupted_cli_run, seed
+):
     # Checkpoints every step, so the kill often lands inside a save.
     kill_after = random.Random(seed).randint(2, KILL_RUN_STEPS - 3)
     command = _train_command(tmp_path, KILL_RUN_STEPS)
-    process = subprocess.Popen(command, cwd=REPO, env=quiet_environment(),
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command, cwd=REPO, env=quiet_environment(), stderr=subprocess.PIPE, text=True
+    )
     for line in process.stderr:
         if f"step {kill_after}/{KILL_RUN_STEPS} loss" in line:
             break
@@ -242,11 +295,16 @@ def test_sigkill_at_a_random_step_then_the_same_command_ends_identically(
     killed_at = RunDir(str(tmp_path)).latest_checkpoint()
     assert killed_at is not None
     # Whatever the kill interrupted, every checkpoint left is readable.
-    for path in tf.train.get_checkpoint_state(
-            str(tmp_path)).all_model_checkpoint_paths:
+    for path in tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths:
         RunDir(str(tmp_path)).load_model(path)
-    result = subprocess.run(command, cwd=REPO, env=quiet_environment(),
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        command,
+        cwd=REPO,
+        env=quiet_environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resumed from" in result.stderr
     for want, got in zip(uninterrupted_cli_run, _final_weights(tmp_path)):

@@ -16,7 +16,9 @@ import time
 import pytest
 import tensorflow as tf
 
-from processes import REPO, quiet_environment
+from helpers.processes import REPO, quiet_environment
+from helpers.toy_run import SMALL, toy_pairs, toy_trainer
+from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro import checkpoints
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import RunDir
@@ -27,8 +29,6 @@ from t2t_repro.files import write_atomically
 from t2t_repro.training import TrainingError
 from t2t_repro.training.evaluator import DevEvaluator, perplexity_of
 from t2t_repro.training.trainer import Trainer, data_identity
-from toy_run import SMALL, toy_pairs, toy_trainer
-from vocab_for_tests import tiny_vocab
 
 
 @pytest.fixture
@@ -46,9 +46,13 @@ def _cut(path, keep):
 
 
 def _scores(best):
-    return json.dumps({"evaluations": [{"step": 200, "bleu": 1.0,
-                                        "minutes": 0.1}],
-                       "best": best, "stopped_early_at": None})
+    return json.dumps(
+        {
+            "evaluations": [{"step": 200, "bleu": 1.0, "minutes": 0.1}],
+            "best": best,
+            "stopped_early_at": None,
+        }
+    )
 
 
 # Damaged run files -----------------------------------------------------
@@ -71,25 +75,39 @@ def _read_vocabulary(run):
 
 
 @pytest.mark.parametrize("keep", [0, 0.5], ids=["empty", "half"])
-@pytest.mark.parametrize("name, read", [
-    ("config.json", _read_config), ("training.json", _read_training_options),
-    ("best/scores.json", _read_scores), ("spm.model", _read_vocabulary)])
+@pytest.mark.parametrize(
+    "name, read",
+    [
+        ("config.json", _read_config),
+        ("training.json", _read_training_options),
+        ("best/scores.json", _read_scores),
+        ("spm.model", _read_vocabulary),
+    ],
+)
 def test_a_truncated_run_file_is_named_as_corrupt(run, name, read, keep):
     (run / "best").mkdir(exist_ok=True)
     (run / "best/scores.json").write_text(_scores([]))
     _cut(run / name, keep)
-    with pytest.raises(ConfigError, match=(
+    with pytest.raises(
+        ConfigError,
+        match=(
             rf"^{run}/{name}: corrupt \((empty file|not JSON: .*|not a "
-            r"SentencePiece model)\)$")):
+            r"SentencePiece model)\)$"
+        ),
+    ):
         read(run)
 
 
 def test_an_unknown_key_in_config_json_is_named(run):
     config = json.loads((run / "config.json").read_text())
     (run / "config.json").write_text(json.dumps({**config, "d_modle": 32}))
-    with pytest.raises(ConfigError, match=(
+    with pytest.raises(
+        ConfigError,
+        match=(
             rf"^{run}/config.json: unknown key 'd_modle' \(not a "
-            r"TransformerConfig field")):
+            r"TransformerConfig field"
+        ),
+    ):
         RunDir(str(run)).load_config()
 
 
@@ -98,11 +116,16 @@ def test_scores_json_naming_a_file_outside_best_deletes_nothing(run, outside):
     outside = outside.format(run=run)
     (run / "victim.index").write_text("not a checkpoint of best/")
     (run / "best").mkdir()
-    (run / "best/scores.json").write_text(_scores([
-        {"step": 250, "bleu": 9.0, "path": outside}]))
-    with pytest.raises(ConfigError, match=(
+    (run / "best/scores.json").write_text(
+        _scores([{"step": 250, "bleu": 9.0, "path": outside}])
+    )
+    with pytest.raises(
+        ConfigError,
+        match=(
             rf"^{run}/best/scores.json: names checkpoint '{outside}', outside "
-            rf"{run}/best$")):
+            rf"{run}/best$"
+        ),
+    ):
         # Resumed at step 200, forgets (deletes) what came after it.
         BestCheckpoints(str(run), keep=1).forget_after(200)
     assert (run / "victim.index").exists()
@@ -110,8 +133,10 @@ def test_scores_json_naming_a_file_outside_best_deletes_nothing(run, outside):
 
 def test_a_corrupt_checkpoint_list_is_an_error_not_a_new_run(run):
     (run / "checkpoint").write_text("")
-    with pytest.raises(ConfigError, match=(
-            rf"^{run}/checkpoint: corrupt \(not a list of checkpoints\)$")):
+    with pytest.raises(
+        ConfigError,
+        match=(rf"^{run}/checkpoint: corrupt \(not a list of checkpoints\)$"),
+    ):
         RunDir(str(run)).checkpoint_to_resume(set_aside=True)
 
 
@@ -119,13 +144,16 @@ def test_a_corrupt_checkpoint_list_is_an_error_not_a_new_run(run):
 
 
 @pytest.mark.parametrize("suffix", [".index", ".data-00000-of-00001"])
-def test_the_tools_refuse_a_corrupt_checkpoint_naming_the_intact_one(
-        run, suffix):
+def test_the_tools_refuse_a_corrupt_checkpoint_naming_the_intact_one(run, suffix):
     newest, previous = RunDir(str(run)).checkpoints()[-1:-3:-1]
     _cut(newest + suffix, 0.5)
-    with pytest.raises(ConfigError, match=(
+    with pytest.raises(
+        ConfigError,
+        match=(
             rf"^{newest}: corrupt checkpoint \(.+\); the newest intact one "
-            rf"is {previous} \(--checkpoint={previous}\)$")):
+            rf"is {previous} \(--checkpoint={previous}\)$"
+        ),
+    ):
         RunDir(str(run)).load_model()
     # Read-only: nothing moved.
     assert os.path.exists(newest + suffix)
@@ -144,18 +172,21 @@ def _tiny_run(directory, steps):
 def test_a_worker_falls_back_like_the_chief_but_moves_nothing(tmp_path):
     older, newest = _tiny_run(tmp_path, [1, 2])
     _cut(newest + ".index", 0.5)
-    assert RunDir(str(tmp_path)).checkpoint_to_resume(set_aside=False) == (
-        older)
+    assert RunDir(str(tmp_path)).checkpoint_to_resume(set_aside=False) == (older)
     assert os.path.exists(newest + ".index")
     assert RunDir(str(tmp_path)).checkpoints() == [older, newest]
 
 
 def test_with_no_intact_checkpoint_the_run_refuses_to_start_over(tmp_path):
-    only, = _tiny_run(tmp_path, [1])
+    (only,) = _tiny_run(tmp_path, [1])
     _cut(only + ".data-00000-of-00001", 0)
-    with pytest.raises(ConfigError, match=(
+    with pytest.raises(
+        ConfigError,
+        match=(
             rf"^{only}: corrupt checkpoint \(.+\), and no older checkpoint is "
-            "intact: nothing to resume from$")):
+            "intact: nothing to resume from$"
+        ),
+    ):
         RunDir(str(tmp_path)).checkpoint_to_resume(set_aside=True)
     assert os.path.exists(only + ".data-00000-of-00001")
 
@@ -166,29 +197,42 @@ def test_with_no_intact_checkpoint_the_run_refuses_to_start_over(tmp_path):
 def _write_pairs(directory):
     """The toy pairs as aligned text files; their Corpus."""
     sources, targets = zip(*toy_pairs().as_numpy_iterator())
-    corpus = Corpus(source_path=str(directory / "train.de"),
-                    target_path=str(directory / "train.en"))
-    for path, lines in ((corpus.source_path, sources),
-                        (corpus.target_path, targets)):
+    corpus = Corpus(
+        source_path=str(directory / "train.de"), target_path=str(directory / "train.en")
+    )
+    for path, lines in ((corpus.source_path, sources), (corpus.target_path, targets)):
         with open(path, "wb") as handle:
             handle.writelines(line + b"\n" for line in lines)
     return corpus
 
 
 def _file_trainer(model_dir, corpus, steps, **overrides):
-    options = TrainingOptions(**{
-        "model_dir": str(model_dir), "train_steps": steps,
-        "batch_tokens": 128, "warmup_steps": 5, "checkpoint_every": 1,
-        "shuffle_buffer": 64, "seed": 3, "mixed_precision": "none",
-        **overrides})
-    return Trainer(SMALL, options, tf.distribute.MirroredStrategy(),
-                   tiny_vocab(), text_file_pairs(corpus.source_path,
-                                                 corpus.target_path),
-                   data_sources={"train": corpus, "dev": None})
+    options = TrainingOptions(
+        **{
+            "model_dir": str(model_dir),
+            "train_steps": steps,
+            "batch_tokens": 128,
+            "warmup_steps": 5,
+            "checkpoint_every": 1,
+            "shuffle_buffer": 64,
+            "seed": 3,
+            "mixed_precision": "none",
+            **overrides,
+        }
+    )
+    return Trainer(
+        SMALL,
+        options,
+        tf.distribute.MirroredStrategy(),
+        tiny_vocab(),
+        text_file_pairs(corpus.source_path, corpus.target_path),
+        data_sources={"train": corpus, "dev": None},
+    )
 
 
 def test_resuming_on_a_changed_training_file_is_refused_unless_allowed(
-        tmp_path, caplog):
+    tmp_path, caplog
+):
     corpus = _write_pairs(tmp_path)
     _file_trainer(tmp_path / "run", corpus, 2).train()
     recorded = json.loads((tmp_path / "run/training.json").read_text())
@@ -196,18 +240,20 @@ def test_resuming_on_a_changed_training_file_is_refused_unless_allowed(
     with open(corpus.source_path, "a") as handle:
         handle.write("ein hund läuft\n")
 
-    with pytest.raises(ConfigError, match=(
+    with pytest.raises(
+        ConfigError,
+        match=(
             rf"^{corpus.source_path} changed since the run started \(sha256 "
             r"\w{12} -> \w{12}, size \d+ -> \d+\): resuming would "
             "misalign the data; pass --allow_option_changes to resume "
-            "anyway$")):
+            "anyway$"
+        ),
+    ):
         _file_trainer(tmp_path / "run", corpus, 3)
 
     with caplog.at_level(logging.WARNING, logger="absl"):
-        resumed = _file_trainer(tmp_path / "run", corpus, 3,
-                                allow_option_changes=True)
-    assert f"{corpus.source_path} changed since the run started" in (
-        caplog.text)
+        resumed = _file_trainer(tmp_path / "run", corpus, 3, allow_option_changes=True)
+    assert f"{corpus.source_path} changed since the run started" in (caplog.text)
     assert resumed.step == 2
     # Recorded anew: the next resume compares with the changed file.
     recorded = json.loads((tmp_path / "run/training.json").read_text())
@@ -218,33 +264,44 @@ def test_a_moved_file_of_the_same_content_is_the_same_data(tmp_path):
     corpus = _write_pairs(tmp_path)
     run_dir = RunDir(str(tmp_path / "run"))
     options = TrainingOptions(model_dir=run_dir.path)
-    run_dir.save_training_options(options, 1, data=data_identity(
-        {"train": corpus}))
-    moved = Corpus(source_path=shutil.move(corpus.source_path,
-                                           f"{tmp_path}/moved.de"),
-                   target_path=corpus.target_path)
-    assert run_dir.save_training_options(options, 1, data=data_identity(
-        {"train": moved})) == []
+    run_dir.save_training_options(options, 1, data=data_identity({"train": corpus}))
+    moved = Corpus(
+        source_path=shutil.move(corpus.source_path, f"{tmp_path}/moved.de"),
+        target_path=corpus.target_path,
+    )
+    assert (
+        run_dir.save_training_options(options, 1, data=data_identity({"train": moved}))
+        == []
+    )
 
 
-def test_tfds_data_is_identified_by_builder_split_and_version(
-        tmp_path, monkeypatch):
+def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypatch):
     import tensorflow_datasets as tfds
 
     corpus = Corpus(tfds_name="wmt14_translate/de-en", tfds_split="train")
     run_dir = RunDir(str(tmp_path))
     options = TrainingOptions(model_dir=run_dir.path)
     for version in ("1.0.0", "1.1.0"):
-        monkeypatch.setattr(tfds, "builder", lambda name, data_dir: (
-            type("Builder", (), {"version": version})))
+        monkeypatch.setattr(
+            tfds,
+            "builder",
+            lambda name, data_dir: type("Builder", (), {"version": version}),
+        )
         identity = data_identity({"train": corpus})
-        assert identity == {"train": [{"tfds": "wmt14_translate/de-en",
-                                       "split": "train", "version": version}]}
+        assert identity == {
+            "train": [
+                {"tfds": "wmt14_translate/de-en", "split": "train", "version": version}
+            ]
+        }
         if version == "1.0.0":
             run_dir.save_training_options(options, 1, data=identity)
-    with pytest.raises(ConfigError, match=(
+    with pytest.raises(
+        ConfigError,
+        match=(
             r"^TFDS wmt14_translate/de-en split train changed since the run "
-            r"started \(version 1.0.0 -> 1.1.0\): resuming would misalign")):
+            r"started \(version 1.0.0 -> 1.1.0\): resuming would misalign"
+        ),
+    ):
         run_dir.save_training_options(options, 1, data=identity)
 
 
@@ -252,29 +309,49 @@ def test_tfds_data_is_identified_by_builder_split_and_version(
 @pytest.mark.slow
 def test_t2t_train_refuses_to_resume_on_a_changed_training_file(tmp_path):
     corpus = _write_pairs(tmp_path)
-    command = [sys.executable, "-m", "t2t_repro.cli", "train",
-               "--flagfile=flags/tiny.cfg", f"--model_dir={tmp_path}/run",
-               f"--train_src={corpus.source_path}",
-               f"--train_tgt={corpus.target_path}", "--train_steps=2",
-               "--mixed_precision=none", "--vocab_size=64"]
+    command = [
+        sys.executable,
+        "-m",
+        "t2t_repro.cli",
+        "train",
+        "--flagfile=flags/tiny.cfg",
+        f"--model_dir={tmp_path}/run",
+        f"--train_src={corpus.source_path}",
+        f"--train_tgt={corpus.target_path}",
+        "--train_steps=2",
+        "--mixed_precision=none",
+        "--vocab_size=64",
+    ]
 
     def train(*flags):
-        return subprocess.run([*command, *flags], cwd=REPO,
-                              env=quiet_environment(), capture_output=True,
-                              text=True, timeout=600)
+        return subprocess.run(
+            [*command, *flags],
+            cwd=REPO,
+            env=quiet_environment(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
 
     first = train()
     assert first.returncode == 0, first.stderr[-3000:]
     # A pair, as t2t-train checks that the files stay aligned.
-    for path, line in ((corpus.source_path, "ein hund läuft\n"),
-                       (corpus.target_path, "a dog runs\n")):
+    for path, line in (
+        (corpus.source_path, "ein hund läuft\n"),
+        (corpus.target_path, "a dog runs\n"),
+    ):
         with open(path, "a") as handle:
             handle.write(line)
     refused = train("--train_steps=3")
     assert refused.returncode == 2, refused.stderr[-3000:]
-    assert refused.stderr.strip().splitlines()[-1].startswith(
-        f"t2t-train: error: {corpus.source_path} changed since the run "
-        "started (sha256 ")
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"t2t-train: error: {corpus.source_path} changed since the run "
+            "started (sha256 "
+        )
+    )
     allowed = train("--train_steps=3", "--allow_option_changes")
     assert allowed.returncode == 0, allowed.stderr[-3000:]
     assert "resumed from" in allowed.stderr
@@ -289,9 +366,9 @@ def _lock(run_dir, pid, host=None):
 
 
 def _wait(run_dir, chief_start_seconds=600):
-    return run_dir.ensure_vocabulary(None, is_chief=False,
-                                     chief_start_seconds=chief_start_seconds,
-                                     poll_seconds=0.02)
+    return run_dir.ensure_vocabulary(
+        None, is_chief=False, chief_start_seconds=chief_start_seconds, poll_seconds=0.02
+    )
 
 
 def _later(seconds, action):
@@ -313,9 +390,13 @@ def test_a_worker_gives_up_once_the_chiefs_lock_is_gone(tmp_path):
     run_dir = RunDir(str(tmp_path))
     _lock(run_dir, os.getpid())
     _later(0.3, lambda: os.remove(run_dir.file(checkpoints.LOCK_FILENAME)))
-    with pytest.raises(ConfigError, match=(
+    with pytest.raises(
+        ConfigError,
+        match=(
             rf"^{run_dir.vocab_path}: the chief let go of .*train.lock "
-            "without writing the vocabulary")):
+            "without writing the vocabulary"
+        ),
+    ):
         _wait(run_dir)
 
 
@@ -330,8 +411,7 @@ def test_a_dead_chiefs_lock_is_not_held(tmp_path):
 
 
 @pytest.mark.timeout(60)
-def test_a_lock_from_another_host_is_held_while_it_is_kept_fresh(
-        tmp_path, monkeypatch):
+def test_a_lock_from_another_host_is_held_while_it_is_kept_fresh(tmp_path, monkeypatch):
     monkeypatch.setattr(checkpoints, "LOCK_FRESH_SECONDS", 0.5)
     run_dir = RunDir(str(tmp_path))
     lock = run_dir.file(checkpoints.LOCK_FILENAME)
@@ -368,12 +448,15 @@ def test_the_chief_keeps_its_lock_fresh(tmp_path, monkeypatch):
 
 
 @pytest.mark.timeout(60)
-def test_without_a_chief_a_worker_gives_up_after_chief_start_seconds(
-        tmp_path):
+def test_without_a_chief_a_worker_gives_up_after_chief_start_seconds(tmp_path):
     run_dir = RunDir(str(tmp_path))
-    with pytest.raises(ConfigError, match=(
+    with pytest.raises(
+        ConfigError,
+        match=(
             rf"^{run_dir.vocab_path}: not written after 0.2 s, and no chief "
-            rf"holds {run_dir.path}/train.lock")):
+            rf"holds {run_dir.path}/train.lock"
+        ),
+    ):
         _wait(run_dir, chief_start_seconds=0.2)
 
 
@@ -386,30 +469,36 @@ def test_perplexity_of_a_huge_loss_is_inf_not_an_overflow():
     assert math.isnan(perplexity_of(math.nan))
 
 
-def test_nan_or_huge_dev_scores_never_end_a_run(tmp_path, monkeypatch,
-                                               caplog):
+def test_nan_or_huge_dev_scores_never_end_a_run(tmp_path, monkeypatch, caplog):
     # Scripted scores; decoding (most of an evaluation's time) is left out.
-    monkeypatch.setattr(DevEvaluator, "loss", lambda self, model: (
-        1000.0, 1000.0))
-    monkeypatch.setattr(DevEvaluator, "bleu", lambda self, hypotheses,
-                        references: (math.nan, "scripted"))
-    monkeypatch.setattr(DevEvaluator, "translations", lambda self, model: (
-        ["a"], ["a"], ["a"]))
-    monkeypatch.setattr(DevEvaluator, "_write_attention_images",
-                        lambda self, model, sentence: None)
-    trainer = toy_trainer(tmp_path, 1, dev_pairs=toy_pairs().take(1),
-                          eval_every=1, keep_best=1)
+    monkeypatch.setattr(DevEvaluator, "loss", lambda self, model: (1000.0, 1000.0))
+    monkeypatch.setattr(
+        DevEvaluator,
+        "bleu",
+        lambda self, hypotheses, references: (math.nan, "scripted"),
+    )
+    monkeypatch.setattr(
+        DevEvaluator, "translations", lambda self, model: (["a"], ["a"], ["a"])
+    )
+    monkeypatch.setattr(
+        DevEvaluator, "_write_attention_images", lambda self, model, sentence: None
+    )
+    trainer = toy_trainer(
+        tmp_path, 1, dev_pairs=toy_pairs().take(1), eval_every=1, keep_best=1
+    )
     with caplog.at_level(logging.INFO, logger="absl"):
         assert trainer.train() == 1
     assert "step 1 dev loss 1000.0000 perplexity inf greedy sacreBLEU nan" in (
-        caplog.text)
+        caplog.text
+    )
     [evaluation] = trainer.best.evaluations
     assert math.isnan(evaluation["bleu"])
 
 
 def test_a_nan_bleu_ranks_below_every_real_one(tmp_path):
-    best = BestCheckpoints(str(tmp_path), keep=1, checkpoint=(
-        tf.train.Checkpoint(v=tf.Variable(1.0))))
+    best = BestCheckpoints(
+        str(tmp_path), keep=1, checkpoint=(tf.train.Checkpoint(v=tf.Variable(1.0)))
+    )
     best.record(1, math.nan, 0.1)
     best.record(2, 5.0, 0.2)
     assert [e["step"] for e in best.best] == [2]
@@ -420,7 +509,8 @@ def test_a_nan_bleu_ranks_below_every_real_one(tmp_path):
 
 
 def test_a_full_disk_while_saving_names_the_last_complete_checkpoint(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """The save fails as TensorFlow's does on a full disk (a tmpfs of
     40 MB, by hand: ResourceExhaustedError naming the temporary shard,
     with ckpt-N_temp/ left behind): one TrainingError naming the last
@@ -431,14 +521,18 @@ def test_a_full_disk_while_saving_names_the_last_complete_checkpoint(
     def full_disk(checkpoint_number):
         shard = tmp_path / f"ckpt-{checkpoint_number}_temp"
         shard.mkdir()
-        (shard / "part-00000-of-00001.data-00000-of-00001.tempstate1") \
-            .write_bytes(b"half")
+        (shard / "part-00000-of-00001.data-00000-of-00001.tempstate1").write_bytes(
+            b"half"
+        )
         (tmp_path / f"ckpt-{checkpoint_number}.index").write_bytes(b"half")
         raise tf.errors.ResourceExhaustedError(
-            None, None, "{{function_node __wrapped__SaveV2_dtypes_5_device_"
+            None,
+            None,
+            "{{function_node __wrapped__SaveV2_dtypes_5_device_"
             f"/job:localhost/replica:0/task:0/device:CPU:0}}}} {shard}/"
             "part-00000-of-00001.data-00000-of-00001.tempstate1; No space "
-            "left on device [Op:SaveV2]")
+            "left on device [Op:SaveV2]",
+        )
 
     monkeypatch.setattr(resumed.manager, "save", full_disk)
     with pytest.raises(TrainingError) as raised:
@@ -447,9 +541,9 @@ def test_a_full_disk_while_saving_names_the_last_complete_checkpoint(
         f"{tmp_path}: saving step 11 failed ({tmp_path}/ckpt-11_temp/"
         "part-00000-of-00001.data-00000-of-00001.tempstate1; No space left "
         f"on device); the last complete checkpoint is {tmp_path}/ckpt-10, "
-        "which a rerun resumes from")
-    assert not [name for name in os.listdir(tmp_path)
-                if name.startswith("ckpt-11")]
+        "which a rerun resumes from"
+    )
+    assert not [name for name in os.listdir(tmp_path) if name.startswith("ckpt-11")]
     assert RunDir(str(tmp_path)).latest_checkpoint() == f"{tmp_path}/ckpt-10"
     _, _, loaded = RunDir(str(tmp_path)).load_model()
     assert loaded == f"{tmp_path}/ckpt-10"

@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import numpy_reference as ref
-from t2t_repro.training.losses import (evaluation_stats,
-                                       smoothed_cross_entropy,
-                                       smoothed_cross_entropy_stats)
+from helpers import numpy_reference as ref
+from t2t_repro.training.losses import (
+    evaluation_stats,
+    smoothed_cross_entropy,
+    smoothed_cross_entropy_stats,
+)
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 
 
@@ -16,7 +18,9 @@ def test_schedule_values_match_formula():
     for iteration in [0, 1, 99, 3998, 3999, 4000, 10000, 99999]:
         np.testing.assert_allclose(
             float(schedule(iteration)),
-            ref.transformer_lr(iteration + 1, 512, 4000), rtol=1e-6)
+            ref.transformer_lr(iteration + 1, 512, 4000),
+            rtol=1e-6,
+        )
 
 
 def test_schedule_peaks_at_warmup_and_starts_positive():
@@ -32,15 +36,17 @@ def test_schedule_serialises_and_scales():
     clone = TransformerSchedule.from_config(schedule.get_config())
     assert float(clone(50)) == float(schedule(50))
     np.testing.assert_allclose(
-        float(schedule(50)), 2 * ref.transformer_lr(51, 256, 100), rtol=1e-6)
+        float(schedule(50)), 2 * ref.transformer_lr(51, 256, 100), rtol=1e-6
+    )
     with pytest.raises(ValueError, match="warmup_steps"):
         TransformerSchedule(d_model=512, warmup_steps=0)
 
 
 def test_cooldown_decays_linearly_to_zero_over_the_last_steps():
     plain = TransformerSchedule(d_model=256, warmup_steps=100)
-    cooled = TransformerSchedule(d_model=256, warmup_steps=100,
-                                 cooldown_steps=200, total_steps=1000)
+    cooled = TransformerSchedule(
+        d_model=256, warmup_steps=100, cooldown_steps=200, total_steps=1000
+    )
     iterations = tf.range(0, 1200)
     ratio = (cooled(iterations) / plain(iterations)).numpy()
     updates = np.arange(1, 1201)  # update n runs at iteration n - 1
@@ -60,33 +66,36 @@ def test_optimizer_updates_match_adam_reference(strategy):
     start = rng.normal(size=(2, 8, 16)).astype(np.float32)
     gradients = rng.normal(size=(6, 2, 8, 16)).astype(np.float32)
     schedule = TransformerSchedule(16, warmup_steps=3)
-    scope = (tf.distribute.MirroredStrategy(["/cpu:0"]) if strategy ==
-             "mirrored" else tf.distribute.get_strategy())
+    scope = (
+        tf.distribute.MirroredStrategy(["/cpu:0"])
+        if strategy == "mirrored"
+        else tf.distribute.get_strategy()
+    )
     with scope.scope():
         variables = [tf.Variable(w) for w in start]
         optimizer = paper_adam(schedule)
 
     @tf.function
     def update(step_gradients):
-        scope.run(lambda: optimizer.apply_gradients(
-            zip(tf.unstack(step_gradients), variables)))
+        scope.run(
+            lambda: optimizer.apply_gradients(
+                zip(tf.unstack(step_gradients), variables)
+            )
+        )
 
     for step_gradients in gradients:
         update(step_gradients)
     rates = [float(schedule(i)) for i in range(len(gradients))]
     for index, variable in enumerate(variables):
-        expected = ref.adam(start[index], gradients[:, index], rates,
-                            0.9, 0.98, 1e-9)
+        expected = ref.adam(start[index], gradients[:, index], rates, 0.9, 0.98, 1e-9)
         # Each update moves a weight by about the rate (~0.1 here).
-        np.testing.assert_allclose(variable.numpy(), expected, rtol=0,
-                                   atol=2e-6)
+        np.testing.assert_allclose(variable.numpy(), expected, rtol=0, atol=2e-6)
     assert int(optimizer.iterations.numpy()) == len(gradients)
 
 
 def test_optimizer_uses_paper_hyperparameters():
     optimizer = paper_adam(TransformerSchedule(512))
-    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (
-        0.9, 0.98, 1e-9)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
 
 
 def test_label_smoothed_loss_matches_reference_and_ignores_padding():
@@ -102,18 +111,22 @@ def test_label_smoothed_loss_matches_reference_and_ignores_padding():
     noisy[0, 3:] += 100.0
     np.testing.assert_allclose(
         float(smoothed_cross_entropy(tf.constant(labels), noisy, 0.1)),
-        expected, rtol=1e-5)
-    _, count, _ = smoothed_cross_entropy_stats(tf.constant(labels), logits,
-                                               0.1)
+        expected,
+        rtol=1e-5,
+    )
+    _, count, _ = smoothed_cross_entropy_stats(tf.constant(labels), logits, 0.1)
     assert float(count) == 8.0
     # The dev set's unfused one-pass version: both losses, summed.
     smoothed, negative_log_likelihood, count = evaluation_stats(
-        tf.constant(labels), noisy, 0.1)
+        tf.constant(labels), noisy, 0.1
+    )
     assert float(count) == 8.0
     np.testing.assert_allclose(float(smoothed), 8 * expected, rtol=1e-5)
     np.testing.assert_allclose(
         float(negative_log_likelihood),
-        8 * ref.smoothed_cross_entropy(labels, logits, 0.0), rtol=1e-5)
+        8 * ref.smoothed_cross_entropy(labels, logits, 0.0),
+        rtol=1e-5,
+    )
 
 
 def test_unsmoothed_loss_is_plain_cross_entropy():

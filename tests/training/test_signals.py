@@ -15,41 +15,58 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from processes import (REPO, quiet_environment, run_python,
-                       signal_after_step)
-from run_inspection import checkpoint_weights, nonfinite_steps_logged
-from shared_data import multi30k
+from helpers.processes import REPO, quiet_environment, run_python, signal_after_step
+from helpers.run_inspection import checkpoint_weights, nonfinite_steps_logged
+from helpers.shared_data import multi30k
+from helpers.toy_run import toy_trainer
 from t2t_repro.config import ConfigError
 from t2t_repro.data import text_files
 from t2t_repro.training import trainer as trainer_module
-from toy_run import toy_trainer
-
 
 # SIGINT (Ctrl-C) ------------------------------------------------------
+
 
 def _train_command(tmp_path, steps):
     """t2t-train on Multi30k's validation pairs, scoring a 10-sentence
     test set when it finishes."""
     for lang in ("en", "de"):
-        (tmp_path / f"test.{lang}").write_text("".join(
-            line + "\n" for line in text_files.read_lines(
-                multi30k("test_2016_flickr", lang))[:10]), "utf-8")
-    return [sys.executable, "-m", "t2t_repro.cli", "train",
-            "--flagfile=flags/tiny.cfg", f"--model_dir={tmp_path}/run",
-            f"--train_steps={steps}", "--checkpoint_every=1000",
-            "--log_every=1", f"--train_src={multi30k('val', 'en')}",
-            f"--train_tgt={multi30k('val', 'de')}",
-            f"--test_src={tmp_path}/test.en",
-            f"--test_tgt={tmp_path}/test.de"]
+        (tmp_path / f"test.{lang}").write_text(
+            "".join(
+                line + "\n"
+                for line in text_files.read_lines(multi30k("test_2016_flickr", lang))[
+                    :10
+                ]
+            ),
+            "utf-8",
+        )
+    return [
+        sys.executable,
+        "-m",
+        "t2t_repro.cli",
+        "train",
+        "--flagfile=flags/tiny.cfg",
+        f"--model_dir={tmp_path}/run",
+        f"--train_steps={steps}",
+        "--checkpoint_every=1000",
+        "--log_every=1",
+        f"--train_src={multi30k('val', 'en')}",
+        f"--train_tgt={multi30k('val', 'de')}",
+        f"--test_src={tmp_path}/test.en",
+        f"--test_tgt={tmp_path}/test.de",
+    ]
 
 
 # Two t2t-train processes (50 s on a loaded 2-core machine).
 @pytest.mark.slow
-def test_sigint_checkpoints_exits_130_and_the_same_command_resumes(
-        tmp_path):
+def test_sigint_checkpoints_exits_130_and_the_same_command_resumes(tmp_path):
     process = subprocess.Popen(
-        _train_command(tmp_path, 400), cwd=REPO, env=quiet_environment(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _train_command(tmp_path, 400),
+        cwd=REPO,
+        env=quiet_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     output, rest = signal_after_step(process, signal.SIGINT)
     # As for SIGTERM: saved, 128 + 2, and no test set translated.
     assert process.returncode == 128 + signal.SIGINT == 130, rest[-2000:]
@@ -60,12 +77,18 @@ def test_sigint_checkpoints_exits_130_and_the_same_command_resumes(
     stopped_at = int(checkpoint.rsplit("-", 1)[1])
     assert 5 <= stopped_at < 400
     result = subprocess.run(
-        _train_command(tmp_path, stopped_at + 2), cwd=REPO,
-        env=quiet_environment(), capture_output=True, text=True, timeout=600)
+        _train_command(tmp_path, stopped_at + 2),
+        cwd=REPO,
+        env=quiet_environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"resumed from {checkpoint} at step {stopped_at}" in result.stderr
     assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith(
-        f"ckpt-{stopped_at + 2}")
+        f"ckpt-{stopped_at + 2}"
+    )
     assert "sacreBLEU" in result.stdout
 
 
@@ -80,7 +103,7 @@ _SLOW_STOP = r"""
 import sys, time
 from absl import logging
 from t2t_repro.training.trainer import Trainer
-from toy_run import toy_trainer
+from helpers.toy_run import toy_trainer
 
 logging.set_verbosity(logging.INFO)  # the "step N/50" lines
 
@@ -122,23 +145,28 @@ def _wait_for(process, text, seconds):
                 return
     finally:
         watchdog.cancel()
-    raise AssertionError(f"no {text!r} within {seconds} s:\n" +
-                         "".join(lines)[-3000:])
+    raise AssertionError(f"no {text!r} within {seconds} s:\n" + "".join(lines)[-3000:])
 
 
 # 10 s each: two of them in the default suite.
-@pytest.mark.parametrize("stage, signum", [
-    ("evaluating", signal.SIGINT),
-    ("saving", signal.SIGTERM),
-    pytest.param("evaluating", signal.SIGTERM, marks=pytest.mark.slow),
-    pytest.param("saving", signal.SIGINT, marks=pytest.mark.slow),
-])
-def test_a_second_signal_while_stopping_exits_at_once(tmp_path, stage,
-                                                      signum):
+@pytest.mark.parametrize(
+    "stage, signum",
+    [
+        ("evaluating", signal.SIGINT),
+        ("saving", signal.SIGTERM),
+        pytest.param("evaluating", signal.SIGTERM, marks=pytest.mark.slow),
+        pytest.param("saving", signal.SIGINT, marks=pytest.mark.slow),
+    ],
+)
+def test_a_second_signal_while_stopping_exits_at_once(tmp_path, stage, signum):
     process = subprocess.Popen(
         [sys.executable, "-c", _SLOW_STOP, str(tmp_path), stage],
-        cwd=REPO, env=quiet_environment(), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        cwd=REPO,
+        env=quiet_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # Training, under the trainer's handlers.
         _wait_for(process, "step 2/50", 300)
@@ -200,6 +228,7 @@ def test_a_signal_while_the_first_is_handled_exits_at_once():
 
 # Infinite losses --------------------------------------------------------
 
+
 def _infinite_at(monkeypatch, step, what):
     """Makes step `step` (1-based) of the next trainer compiled infinite:
     its loss (+inf, not NaN; the gradients stay finite, so only the loss
@@ -213,29 +242,28 @@ def _infinite_at(monkeypatch, step, what):
         loss_sum, count, correct = original(*args)
         bad = tf.equal(holder["trainer"].global_step + 1, step)
         if what == "loss":
-            loss_sum += tf.where(bad, tf.constant(np.inf, loss_sum.dtype),
-                                 0.0)
+            loss_sum += tf.where(bad, tf.constant(np.inf, loss_sum.dtype), 0.0)
         else:
             loss_sum *= tf.where(bad, tf.constant(1e30, loss_sum.dtype), 1.0)
         return loss_sum, count, correct
 
-    monkeypatch.setattr(trainer_module, "smoothed_cross_entropy_stats",
-                        poisoned)
+    monkeypatch.setattr(trainer_module, "smoothed_cross_entropy_stats", poisoned)
     return holder
 
 
 @pytest.mark.parametrize("what", ["loss", "gradient_norm"])
-def test_an_infinite_step_applies_no_update_and_is_counted(tmp_path,
-                                                           monkeypatch, what):
+def test_an_infinite_step_applies_no_update_and_is_counted(tmp_path, monkeypatch, what):
     holder = _infinite_at(monkeypatch, 3, what)
-    trainer = holder["trainer"] = toy_trainer(tmp_path, 5, checkpoint_every=1,
-                                              log_every=5)
+    trainer = holder["trainer"] = toy_trainer(
+        tmp_path, 5, checkpoint_every=1, log_every=5
+    )
     assert trainer.train() == 5
     # Five batches consumed, four updates, nothing infinite kept.
     assert int(trainer.optimizer.iterations.numpy()) == 4
     assert all(np.isfinite(w.numpy()).all() for w in trainer.model.weights)
-    after_2, after_3, after_4 = (checkpoint_weights(tmp_path, step)
-                                 for step in (2, 3, 4))
+    after_2, after_3, after_4 = (
+        checkpoint_weights(tmp_path, step) for step in (2, 3, 4)
+    )
     for before, skipped in zip(after_2, after_3):
         np.testing.assert_array_equal(skipped, before)
     assert any((a != b).any() for a, b in zip(after_3, after_4))
@@ -244,13 +272,21 @@ def test_an_infinite_step_applies_no_update_and_is_counted(tmp_path,
 
 # Resuming with other options --------------------------------------------
 
-@pytest.mark.parametrize("before, after, changed", [
-    ({"mixed_precision": "bf16"}, {"mixed_precision": "none"},
-     "'mixed_precision': ('bf16', 'none')"),
-    ({}, {"accum_steps": 2}, "'accum_steps': (1, 2)"),
-])
+
+@pytest.mark.parametrize(
+    "before, after, changed",
+    [
+        (
+            {"mixed_precision": "bf16"},
+            {"mixed_precision": "none"},
+            "'mixed_precision': ('bf16', 'none')",
+        ),
+        ({}, {"accum_steps": 2}, "'accum_steps': (1, 2)"),
+    ],
+)
 def test_a_resume_with_another_precision_or_accum_steps_is_refused(
-        tmp_path, before, after, changed):
+    tmp_path, before, after, changed
+):
     assert toy_trainer(tmp_path, 1, **before).train() == 1
     with pytest.raises(ConfigError) as refused:
         toy_trainer(tmp_path, 2, **after)
@@ -269,34 +305,52 @@ def test_a_resume_with_another_replica_count_is_refused(tmp_path):
     assert toy_trainer(tmp_path, 1).train() == 1
     # The check comes before the strategy is used: a stand-in for 2 local
     # replicas (the CLI test below uses real ones).
-    two_replicas = types.SimpleNamespace(num_replicas_in_sync=2,
-                                         cluster_resolver=None)
-    with pytest.raises(ConfigError, match=r"changed \(old, new\): "
-                                          r"\{'replicas': \(1, 2\)\}"):
+    two_replicas = types.SimpleNamespace(num_replicas_in_sync=2, cluster_resolver=None)
+    with pytest.raises(
+        ConfigError,
+        match=r"changed \(old, new\): "
+        r"\{'replicas': \(1, 2\)\}",
+    ):
         toy_trainer(tmp_path, 2, strategy=two_replicas)
 
 
 # Three t2t-train processes (80 s on a loaded 2-core machine).
 @pytest.mark.slow
 def test_t2t_train_refuses_changed_options_with_one_line(tmp_path):
-    flags = ["-m", "t2t_repro.cli", "train", "--flagfile=flags/tiny.cfg",
-             f"--model_dir={tmp_path}/run", "--log_every=1",
-             f"--train_src={multi30k('val', 'en')}",
-             f"--train_tgt={multi30k('val', 'de')}"]
-    first = run_python(flags + ["--train_steps=1", "--cpu_devices=2",
-                                "--mixed_precision=bf16"])
+    flags = [
+        "-m",
+        "t2t_repro.cli",
+        "train",
+        "--flagfile=flags/tiny.cfg",
+        f"--model_dir={tmp_path}/run",
+        "--log_every=1",
+        f"--train_src={multi30k('val', 'en')}",
+        f"--train_tgt={multi30k('val', 'de')}",
+    ]
+    first = run_python(
+        flags + ["--train_steps=1", "--cpu_devices=2", "--mixed_precision=bf16"]
+    )
     assert first.returncode == 0, first.stderr[-3000:]
-    changed = ["--train_steps=2", "--cpu_devices=1", "--mixed_precision=none",
-               "--accum_steps=2"]
+    changed = [
+        "--train_steps=2",
+        "--cpu_devices=1",
+        "--mixed_precision=none",
+        "--accum_steps=2",
+    ]
     refused = run_python(flags + changed)
     assert refused.returncode == 2, refused.stderr[-3000:]
     assert "Traceback" not in refused.stderr
     # The last line, and the only error line.
-    errors = [line for line in refused.stderr.splitlines()
-              if line.startswith("t2t-train: error: ")]
+    errors = [
+        line
+        for line in refused.stderr.splitlines()
+        if line.startswith("t2t-train: error: ")
+    ]
     assert errors == [refused.stderr.strip().splitlines()[-1]], errors
-    assert ("changed (old, new): {'accum_steps': (1, 2), 'mixed_precision': "
-            "('bf16', 'none'), 'replicas': (2, 1)}") in errors[0]
+    assert (
+        "changed (old, new): {'accum_steps': (1, 2), 'mixed_precision': "
+        "('bf16', 'none'), 'replicas': (2, 1)}"
+    ) in errors[0]
     allowed = run_python(flags + changed + ["--allow_option_changes"])
     assert allowed.returncode == 0, allowed.stderr[-3000:]
     assert tf.train.latest_checkpoint(str(tmp_path / "run")).endswith("ckpt-2")
