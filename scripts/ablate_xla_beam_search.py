@@ -47,12 +47,12 @@ def main(_):
     from tensorflow.compiler.tf2xla.python import xla
 
     import t2t_repro.layers.multi_head_attention as attention
-    from t2t_repro.checkpoints import RunDir
+    from t2t_repro.checkpoints import load_model
     from t2t_repro.config import DecodingOptions
     from t2t_repro.data.text_files import read_lines
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.beam_search import beam_search
-    from t2t_repro.inference import TranslationGraph
+    from t2t_repro.inference.graph import TranslationGraph
     from t2t_repro.model import Transformer
 
     def flat(t, rows):
@@ -71,7 +71,7 @@ def main(_):
         "none": lambda t, rows: t,
     }
 
-    model, proto, _ = RunDir(FLAGS.model_dir).load_model()
+    model, proto, _ = load_model(FLAGS.model_dir)
     graph = TranslationGraph(model, make_tokenizer(proto), DecodingOptions())
     lines = read_lines(FLAGS.input)[: FLAGS.sentences]
     lines.sort(key=lambda line: -len(line.split()))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Translation throughput of one run's checkpoint through every decoder:
 the in-process graph (with and without XLA), the SavedModel's
-serving_default (the default export and an --export_jit_compile one),
+serving_default (the default export and a --decode_jit_compile one),
 each also in bf16 (--precision=bf16), and CTranslate2 (float32 and
 int8).
 
@@ -106,11 +106,11 @@ def _engine(name, beam, workdir):
 
     import tensorflow as tf
 
-    from t2t_repro.checkpoints import RunDir
+    from t2t_repro.checkpoints import load_model
     from t2t_repro.config import DecodingOptions
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.precision import in_precision
-    from t2t_repro.inference import TranslationGraph
+    from t2t_repro.inference.graph import TranslationGraph
 
     precision = "bf16" if name.endswith("_bf16") else "fp32"
     decoding = DecodingOptions(
@@ -123,7 +123,7 @@ def _engine(name, beam, workdir):
             decoding, parallel_searches=FLAGS.parallel_searches
         )
     if name.startswith("graph"):
-        model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
+        model, proto, _ = load_model(FLAGS.model_dir, FLAGS.checkpoint)
         graph = TranslationGraph(
             in_precision(model, precision), make_tokenizer(proto), decoding
         )

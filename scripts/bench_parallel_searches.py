@@ -5,7 +5,7 @@
         [--searches=2] [--xla] [--beam_size=4] [--rounds=4]
 
 Exports the run's checkpoint twice, with --decode_parallel_searches 1
-and --searches (and --export_jit_compile with --xla), loads both
+and --searches (and --decode_jit_compile with --xla), loads both
 SavedModels in this process and translates the whole --input with each
 in turns, --rounds times (the first round pays for tracing and XLA
 compilation), in length-sorted batches of 32 as bench_decode.py does.

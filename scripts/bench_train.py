@@ -2,7 +2,7 @@
 """Training throughput on real Multi30k batches, against the matmul ceiling.
 
     python scripts/bench_train.py --flagfile=flags/multi30k.cfg \
-        --precisions=none,bf16 [--bench_steps=20] [--bench_rounds=3] \
+        --precisions=fp32,bf16 [--bench_steps=20] [--bench_rounds=3] \
         [--json=OUT]
 
 The precisions take turns, `--bench_rounds` times: each turn builds a
@@ -55,7 +55,7 @@ from t2t_repro.cli.flags import (
 from t2t_repro.config import TrainingOptions
 
 define_training_flags()
-flags.DEFINE_list("precisions", ["none", "bf16"], "Precisions to compare.")
+flags.DEFINE_list("precisions", ["fp32", "bf16"], "Precisions to compare.")
 flags.DEFINE_integer("bench_warmup", 5, "Untimed steps of each turn.")
 flags.DEFINE_integer("bench_steps", 20, "Timed steps of each turn.")
 flags.DEFINE_integer("bench_rounds", 3, "Turns of each precision.")
@@ -84,15 +84,15 @@ def compiled_step(precision, proto, pairs, model_dir, strategy):
     Trainer on `pairs` in `precision`, with the flagfile's model and batch
     size."""
     from t2t_repro.data import vocabulary
-    from t2t_repro.training.trainer import Trainer
+    from t2t_repro.training.prepare import prepare_run
 
     options = settings_from_flags(
         TrainingOptions, model_dir=model_dir, mixed_precision=precision
     )
     config = model_config_from_flags(vocabulary.vocab_size_of(proto))
-    trainer = Trainer(config, options, strategy, proto, pairs)
-    iterator = trainer.input_iterator
-    return (config, options, iterator, trainer._compile_step(iterator.element_spec))
+    trainer = prepare_run(config, options, strategy, proto, pairs)
+    iterator = trainer.input_state.iterator
+    return (config, options, iterator, trainer.compile_step(iterator.element_spec))
 
 
 def run_steps(steps, config, options, iterator, train_step):

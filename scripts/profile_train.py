@@ -2,7 +2,7 @@
 """Where a training step spends its time, op type by op type, per precision.
 
     python scripts/profile_train.py --flagfile=flags/base.cfg \
-        [--precisions=none,bf16] [--bench_warmup=5] [--bench_steps=3] \
+        [--precisions=fp32,bf16] [--bench_warmup=5] [--bench_steps=3] \
         [--top=30] [--logdir=DIR]
 
 In one process, after an untimed turn of the first precision (as in

@@ -1,16 +1,23 @@
 """Every setting of the pipeline, each written once.
 
-A setting is a dataclass field: its default and its help text live here and
-nowhere else. The command-line tools generate their flags from these fields
-(`t2t_repro/cli/flags.py`), so a flag's name, default and help are the
-field's. Four groups: `TransformerConfig` (the model's shape; saved as
-MODEL_DIR/config.json), `TrainingOptions` (how to train; MODEL_DIR/
-training.json), `DecodingOptions` (how to translate) and `ServingLimits`
-(what one request to an exported SavedModel may ask). The module imports
-neither TensorFlow nor absl, so `--help` stays fast.
+A setting is a dataclass field (`setting`): its default, its help text, the
+values it takes (bounds, choices) and whether it decides the training data
+order live here and nowhere else. The command-line tools generate their
+flags from these fields (`t2t_repro/cli/flags.py`), so a flag's name,
+default and help are the field's, and a value out of bounds is refused by
+`Settings.check` with one message, in Python and as a flag. Four groups:
+`TransformerConfig` (the model's shape; saved as MODEL_DIR/config.json),
+`TrainingOptions` (how to train; MODEL_DIR/training.json), `DecodingOptions`
+(how to translate) and `ServingLimits` (what one request to an exported
+SavedModel may ask). The module imports neither TensorFlow nor absl, so
+`--help` stays fast. It is over 300 lines because each setting's help is
+the documentation of its flag, kept beside its default and bounds, and
+the checks every setting shares come first.
 """
 
 import dataclasses
+import math
+from typing import ClassVar
 
 import sacrebleu
 
@@ -25,22 +32,140 @@ class ConfigError(ValueError):
     """Settings that cannot work together; the message names them."""
 
 
-def setting(default, help, **flag_options):
+def setting(
+    default,
+    help,
+    *,
+    choices=None,
+    lower_bound=None,
+    upper_bound=None,
+    below=None,
+    flag=None,
+    data_order=False,
+):
     """A dataclass field that is also a command-line flag.
 
-    `flag_options`: `choices` (an enum flag), `lower_bound`/`upper_bound`,
-    or `flag` (the flag's name, where it differs from the field's).
+    `help`: the flag's help, or a function returning it (a help made from
+    other settings). The value must be one of `choices`, >= `lower_bound`,
+    <= `upper_bound` and < `below` (`Settings.check`). `flag`: the flag's
+    name, where it differs from the field's. `data_order`: the value
+    decides which batches a training step sees, so a resume with another
+    is refused (`DATA_ORDER_OPTIONS`).
     """
-    return dataclasses.field(default=default, metadata={"help": help, **flag_options})
+    if upper_bound is not None and below is not None:
+        raise ValueError("give upper_bound or below, not both")
+    metadata = {
+        "help": help,
+        "choices": choices,
+        "lower_bound": lower_bound,
+        "upper_bound": upper_bound,
+        "below": below,
+        "flag": flag,
+        "data_order": data_order or None,
+    }
+    return dataclasses.field(
+        default=default,
+        metadata={key: value for key, value in metadata.items() if value is not None},
+    )
 
 
-PRECISIONS = ("auto", "none", "bf16", "fp16")
+def flag_name(field):
+    """The name of a setting's flag."""
+    return field.metadata.get("flag", field.name)
+
+
+def help_of(field):
+    """A setting's help text."""
+    help = field.metadata["help"]
+    return help() if callable(help) else help
+
+
+def _number(bound):
+    return f"{bound:g}" if isinstance(bound, float) else str(bound)
+
+
+def bounds_text(field):
+    """'>= 1', 'in [0, 1)', ...: the range a setting's value must be in;
+    None if it has no bounds."""
+    meta = field.metadata
+    low = meta.get("lower_bound")
+    if "upper_bound" in meta:
+        high, closed = meta["upper_bound"], "]"
+    else:
+        high, closed = meta.get("below"), ")"
+    if low is not None and high is not None:
+        return f"in [{_number(low)}, {_number(high)}{closed}"
+    if low is not None:
+        return f">= {_number(low)}"
+    if high is not None:
+        return f"{'<=' if closed == ']' else '<'} {_number(high)}"
+    return None
+
+
+def value_problem(field, value):
+    """'--train_steps=0 must be >= 1': what is wrong with `value` for the
+    setting `field` (outside its bounds or choices); None if nothing. A
+    None value is a setting's "not given" (e.g. --dev_bleu_sentences)."""
+    meta = field.metadata
+    if value is None:
+        return None
+    given = f"--{flag_name(field)}={value}"
+    if "choices" in meta and value not in meta["choices"]:
+        return f"{given} must be one of {', '.join(meta['choices'])}"
+    low, high, below = (meta.get(k) for k in ("lower_bound", "upper_bound", "below"))
+    # Written so that NaN, which compares false with everything, is refused.
+    inside = (
+        (low is None or value >= low)
+        and (high is None or value <= high)
+        and (below is None or value < below)
+    )
+    return None if inside else f"{given} must be {bounds_text(field)}"
+
+
+class Settings:
+    """The settings classes' checks: a value outside its field's bounds or
+    choices is refused when the settings are made, with the message the
+    command-line tools give for the same flag value (they run `check` on
+    the parsed flags, `cli/flags.check_setting_flags`), together with what
+    `combination_problems` finds wrong with the fields together."""
+
+    # Leads the ConfigError's message.
+    error_lead: ClassVar[str] = ""
+    # Every subclass is a dataclass (this tells a type checker so).
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field]]
+
+    def __post_init__(self):
+        values = {
+            field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+        }
+        self.check(values, self.combination_problems())
+
+    def combination_problems(self):
+        """What is wrong with the fields together, one message each (a
+        field may be out of its own bounds here: that is reported too)."""
+        return []
+
+    @classmethod
+    def check(cls, values, problems=()):
+        """Raises ConfigError naming each of `values` ({field name: value})
+        that its field refuses, then each of `problems`."""
+        found = [
+            problem
+            for field in dataclasses.fields(cls)
+            if field.name in values
+            and (problem := value_problem(field, values[field.name]))
+        ]
+        found += problems
+        if found:
+            raise ConfigError(cls.error_lead + "; ".join(found))
+
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # Decoding's --precision (decoding/precision.py), and how much faster than
 # float32 bf16 matmuls must run for "auto" to decode in bf16: a beam step
-# of a small model is mostly not matmuls, and bf16 matmuls 4.7x faster
-# than float32 ones made beam search only 1.11-1.17x faster (the
-# quickstart model, AMX, results/benchmarks/2026-11-25-intel-xeon-amx-
-# second-session.md), so a 2x machine would gain little or lose.
+# of a small model is mostly not matmuls, so beam search gains a small
+# part of the matmuls' speed-up (docs/translating.md#bf16-decoding), and
+# on a machine where they run 2x float32 it would gain little or lose.
 DECODING_PRECISIONS = ("fp32", "bf16", "auto")
 BF16_DECODING_SPEEDUP = 3.0
 
@@ -53,54 +178,53 @@ CT2_QUANTIZATIONS = ("int8", "int16", "float16")
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(Settings):
     """Everything that determines the Transformer's shape and regularisation."""
 
-    vocab_size: int = setting(8000, "Shared source+target subword vocabulary size.")
-    d_model: int = setting(512, "Model width.")
-    num_heads: int = setting(8, "Attention heads h.")
+    error_lead: ClassVar[str] = "invalid Transformer config: "
+
+    vocab_size: int = setting(
+        8000,
+        "Shared source+target subword vocabulary size (pad, unk, bos and "
+        "eos included).",
+        lower_bound=4,
+    )
+    d_model: int = setting(512, "Model width.", lower_bound=1)
+    num_heads: int = setting(8, "Attention heads h.", lower_bound=1)
     key_dim: int = setting(
         0, "Per-head query/key depth d_k (0: d_model / num_heads).", lower_bound=0
     )
     value_dim: int = setting(
         0, "Per-head value depth d_v (0: d_model / num_heads).", lower_bound=0
     )
-    d_ff: int = setting(2048, "Feed-forward inner width.")
-    num_encoder_layers: int = setting(6, "Encoder layers (default: --num_layers).")
-    num_decoder_layers: int = setting(6, "Decoder layers (default: --num_layers).")
-    dropout: float = setting(0.1, "Residual and embedding dropout.")
-    attention_dropout: float = setting(0.0, "Dropout on attention weights.")
-    relu_dropout: float = setting(0.0, "Dropout inside the feed-forward network.")
+    d_ff: int = setting(2048, "Feed-forward inner width.", lower_bound=1)
+    num_encoder_layers: int = setting(
+        6, "Encoder layers (default: --num_layers).", lower_bound=1
+    )
+    num_decoder_layers: int = setting(
+        6, "Decoder layers (default: --num_layers).", lower_bound=1
+    )
+    dropout: float = setting(
+        0.1, "Residual and embedding dropout.", lower_bound=0.0, below=1.0
+    )
+    attention_dropout: float = setting(
+        0.0, "Dropout on attention weights.", lower_bound=0.0, below=1.0
+    )
+    relu_dropout: float = setting(
+        0.0, "Dropout inside the feed-forward network.", lower_bound=0.0, below=1.0
+    )
     position_encoding: str = setting(
         "sinusoidal", "Position encoding.", choices=("sinusoidal", "learned")
     )
-    max_length: int = setting(256, "Longest sequence in subword tokens (with EOS).")
+    max_length: int = setting(
+        256, "Longest sequence in subword tokens (with EOS).", lower_bound=1
+    )
     pre_norm: bool = setting(
         False, "Pre-norm residual blocks instead of the paper's post-norm."
     )
 
-    def __post_init__(self):
+    def combination_problems(self):
         problems = []
-        if self.vocab_size < 4:
-            problems.append(
-                f"vocab_size={self.vocab_size} must be >= 4 (pad, unk, bos, eos)"
-            )
-        for name in (
-            "d_model",
-            "num_heads",
-            "d_ff",
-            "num_encoder_layers",
-            "num_decoder_layers",
-            "max_length",
-        ):
-            if getattr(self, name) <= 0:
-                problems.append(f"{name}={getattr(self, name)} must be > 0")
-        for name in ("key_dim", "value_dim"):
-            if getattr(self, name) < 0:
-                problems.append(
-                    f"{name}={getattr(self, name)} must be >= 0 "
-                    "(0: d_model / num_heads)"
-                )
         if (
             self.num_heads > 0
             and self.d_model % self.num_heads
@@ -113,16 +237,7 @@ class TransformerConfig:
             )
         if self.d_model % 2:
             problems.append(f"d_model={self.d_model} must be even (sine/cosine pairs)")
-        for name in ("dropout", "attention_dropout", "relu_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                problems.append(f"{name}={getattr(self, name)} must be in [0, 1)")
-        if self.position_encoding not in ("sinusoidal", "learned"):
-            problems.append(
-                f"position_encoding={self.position_encoding!r} "
-                "must be 'sinusoidal' or 'learned'"
-            )
-        if problems:
-            raise ConfigError("invalid Transformer config: " + "; ".join(problems))
+        return problems
 
     @property
     def head_dims(self):
@@ -134,7 +249,7 @@ class TransformerConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainingOptions:
+class TrainingOptions(Settings):
     """How to train; the model's shape is in `TransformerConfig`.
 
     `model_dir` has no flag of its own here: every tool shares one
@@ -144,9 +259,14 @@ class TrainingOptions:
     model_dir: str
     train_steps: int = setting(100_000, "Optimizer updates to reach.", lower_bound=1)
     batch_tokens: int = setting(
-        4096, "Global source+target tokens per micro-batch (padded).", lower_bound=2
+        4096,
+        "Global source+target tokens per micro-batch (padded).",
+        lower_bound=2,
+        data_order=True,
     )
-    accum_steps: int = setting(1, "Micro-batches summed per update.", lower_bound=1)
+    accum_steps: int = setting(
+        1, "Micro-batches summed per update.", lower_bound=1, data_order=True
+    )
     label_smoothing: float = setting(
         0.1, "Label smoothing epsilon_ls.", lower_bound=0.0, upper_bound=0.999
     )
@@ -181,11 +301,14 @@ class TrainingOptions:
         "drop",
         "What to do with pairs longer than --max_length.",
         choices=("drop", "truncate"),
+        data_order=True,
     )
     shuffle_buffer: int = setting(
-        100_000, "Sentence-pair shuffle buffer.", lower_bound=1
+        100_000, "Sentence-pair shuffle buffer.", lower_bound=1, data_order=True
     )
-    seed: int = setting(0, "Seed for initialisation, dropout and data order.")
+    seed: int = setting(
+        0, "Seed for initialisation, dropout and data order.", data_order=True
+    )
     checkpoint_every: int = setting(1000, "Steps between checkpoints.", lower_bound=1)
     keep_checkpoints: int = setting(5, "Checkpoints to keep.", lower_bound=1)
     log_every: int = setting(100, "Steps between log lines.", lower_bound=1)
@@ -218,29 +341,45 @@ class TrainingOptions:
     jit_compile: bool = setting(False, "XLA-compile the training step.")
     mixed_precision: str = setting(
         "auto",
-        "Compute dtype, with float32 weights: bf16, fp16 (with loss "
-        "scaling), none (float32), or auto: bf16 where this CPU's bf16 "
-        "matmuls measure faster (see t2t_repro/training/precision.py), else "
-        "float32.",
+        "Compute dtype, with float32 weights: fp32, bf16, fp16 (with loss "
+        "scaling), or auto: bf16 where this CPU's bf16 matmuls measure "
+        "faster (see t2t_repro/training/precision.py), else fp32.",
         choices=PRECISIONS,
+        # Not which batches a step sees but how it computes on them.
+        data_order=True,
     )
     allow_option_changes: bool = setting(
         False,
-        "Resume even if batch_tokens, accum_steps, seed, "
-        "shuffle_buffer, overlong, precision or the replica count changed "
-        "(the data order then differs from an uninterrupted run).",
+        lambda: (
+            "Resume even if "
+            + ", ".join(f"--{flag_name(field)}" for field in _data_order_fields())
+            + " or the replica count changed (the data order then differs "
+            "from an uninterrupted run)."
+        ),
     )
 
-    def __post_init__(self):
+    def combination_problems(self):
         if self.cooldown_steps > self.train_steps:
-            raise ConfigError(
+            return [
                 f"--cooldown_steps={self.cooldown_steps} is longer than "
                 f"--train_steps={self.train_steps}"
-            )
+            ]
+        return []
+
+
+def _data_order_fields():
+    fields = dataclasses.fields(TrainingOptions)
+    return [field for field in fields if "data_order" in field.metadata]
+
+
+# What decides which batches a step sees (or how it computes them), as
+# training.json records it: resuming with another value silently changes
+# the run's data order. "replicas" is the replica count, not a setting.
+DATA_ORDER_OPTIONS = (*(field.name for field in _data_order_fields()), "replicas")
 
 
 @dataclasses.dataclass(frozen=True)
-class DecodingOptions:
+class DecodingOptions(Settings):
     """How to translate: the paper's beam search by default."""
 
     beam_size: int = setting(4, "Beam size (the paper: 4; 1 = greedy).", lower_bound=1)
@@ -268,7 +407,9 @@ class DecodingOptions:
         "fixed shapes, so its loops keep every sentence until the last "
         "ends, over cache buffers that double in stages; without it, "
         "finished sentences leave and the caches grow with the output, "
-        "which is usually faster on a CPU (docs/performance.md).",
+        "which is usually faster on a CPU (docs/performance.md). An "
+        "export's XLA decoder runs in TF Serving only with "
+        "--xla_cpu_compilation_enabled=true.",
         flag="decode_jit_compile",
     )
     parallel_searches: int = setting(
@@ -299,11 +440,11 @@ class DecodingOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class ServingLimits:
+class ServingLimits(Settings):
     """What one request to a t2t-export SavedModel may ask for. The export
     stores them (as variables of the same names) and its signatures refuse
     more with InvalidArgument, before tokenizing anything; a model in this
-    process has no such limits (inference.TranslationGraph)."""
+    process has no such limits (inference.graph.TranslationGraph)."""
 
     max_beam_size: int = setting(
         16,
@@ -328,18 +469,15 @@ class ServingLimits:
         "Largest alpha a request to the export's translate or score "
         "signature may give (alpha must also be finite and >= 0).",
         lower_bound=0.0,
+        below=math.inf,
     )
 
-    def __post_init__(self):
+    def combination_problems(self):
         # Else a request of one sentence of the allowed size is refused,
         # and TF Serving's warm-up replay with it.
         if self.max_request_bytes < self.max_sentence_bytes:
-            raise ConfigError(
+            return [
                 f"--max_request_bytes={self.max_request_bytes} is less than "
                 f"--max_sentence_bytes={self.max_sentence_bytes}"
-            )
-        # The flag's bound lets NaN through, which would refuse every alpha.
-        if not 0.0 <= self.max_alpha < float("inf"):
-            raise ConfigError(
-                f"--max_alpha={self.max_alpha} must be a finite number >= 0"
-            )
+            ]
+        return []

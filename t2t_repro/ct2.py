@@ -34,14 +34,17 @@ from t2t_repro.config import (
     DecodingOptions,
     TransformerConfig,
 )
-from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
+from t2t_repro.data.vocabulary import (
+    SPM_MODEL_FILENAME,
+    make_tokenizer,
+    tokenize_sources,
+)
 from t2t_repro.files import directory_written_whole
-from t2t_repro.inference import _BatchingTranslator
+from t2t_repro.inference.batching import BatchingTranslator
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
 from t2t_repro.serving import model_and_vocabulary
 
 SPECIAL_TOKENS = ["<blank>", "<unk>", "<s>", "</s>"]  # ids 0-3
-VOCABULARY_FILE = "spm.model"
 CONFIG_FILE = "t2t_config.json"
 
 
@@ -182,7 +185,7 @@ def export_ctranslate2(
         raise FileExistsError(f"{output_dir} exists; give a new directory")
     with directory_written_whole(os.path.abspath(output_dir)) as partial:
         _Converter().convert(partial, quantization=quantization, force=True)
-        with open(os.path.join(partial, VOCABULARY_FILE), "wb") as handle:
+        with open(os.path.join(partial, SPM_MODEL_FILENAME), "wb") as handle:
             handle.write(proto)
         with open(os.path.join(partial, CONFIG_FILE), "w", encoding="utf-8") as handle:
             json.dump(dataclasses.asdict(model.config), handle, indent=1)
@@ -202,7 +205,7 @@ def gnmt_best(hypotheses, alpha):
     return best["tokens"], score(best)
 
 
-class CTranslate2Translator(_BatchingTranslator):
+class CTranslate2Translator(BatchingTranslator):
     """Translates with a CTranslate2 model directory from
     `export_ctranslate2`, our tokenization and our length penalty.
 
@@ -233,7 +236,7 @@ class CTranslate2Translator(_BatchingTranslator):
             )
         with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as handle:
             self.max_length = TransformerConfig(**json.load(handle)).max_length
-        with open(os.path.join(path, VOCABULARY_FILE), "rb") as handle:
+        with open(os.path.join(path, SPM_MODEL_FILENAME), "rb") as handle:
             self.tokenizer = make_tokenizer(handle.read())
         self.tokens = vocabulary_tokens(self.tokenizer)
         self.ids = {token: i for i, token in enumerate(self.tokens)}

@@ -1,6 +1,9 @@
 """Scoring translations: sacreBLEU, chrF, the paper's tokenized BLEU and
 the Multi30k literature's lowercased tokenized BLEU; parses (a treebank
-corpus) with EVALB's labelled bracketing."""
+corpus) with EVALB's labelled bracketing. A test set (`score_corpus`, for
+t2t-eval and t2t-train's last step) and the dev set
+(training/evaluator.py) are translated by `translate_pairs` and scored by
+`corpus_bleu`."""
 
 import re
 
@@ -8,7 +11,7 @@ import sacrebleu
 from absl import logging
 
 from t2t_repro.config import ConfigError, DecodingOptions
-from t2t_repro.inference import Translator
+from t2t_repro.inference.translators import ModelTranslator
 
 # tensor2tensor's get_ende_bleu.sh: after Moses tokenization, hyphenated
 # compounds are split so each part counts as a word.
@@ -107,18 +110,27 @@ def literature_tokenized(sentences, lang):
     ]
 
 
+def corpus_bleu(bleu_metric, hypotheses, references):
+    """(sacreBLEU's `BLEUScore` of `hypotheses` against `references`, the
+    signature of `bleu_metric`, a `sacrebleu_metric`)."""
+    return (
+        bleu_metric.corpus_score(hypotheses, [references]),
+        str(bleu_metric.get_signature()),
+    )
+
+
 def score_translations(hypotheses, references, target_lang, bleu_metric=None):
     """A JSON-ready dict of scores of `hypotheses` against `references`;
     `bleu_metric`: sacreBLEU's (default: `sacrebleu_metric(target_lang)`)."""
     if bleu_metric is None:
         bleu_metric = sacrebleu_metric(target_lang)
-    bleu = bleu_metric.corpus_score(hypotheses, [references])
+    bleu, bleu_signature = corpus_bleu(bleu_metric, hypotheses, references)
     chrf_metric = sacrebleu.CHRF()
     chrf = chrf_metric.corpus_score(hypotheses, [references])
     return {
         "sentences": len(hypotheses),
         "sacrebleu": round(bleu.score, 2),
-        "sacrebleu_signature": str(bleu_metric.get_signature()),
+        "sacrebleu_signature": bleu_signature,
         "sacrebleu_detail": str(bleu),
         "chrf": round(chrf.score, 2),
         "chrf_signature": str(chrf_metric.get_signature()),
@@ -157,6 +169,16 @@ def format_scores(scores):
     )
 
 
+def translate_pairs(translator, pairs, progress=False):
+    """(sources, references, translations) of `pairs`, a tf.data.Dataset
+    of (source, target) strings, the sources translated by `translator` (a
+    `BatchingTranslator`; with `progress`, reporting how far it got)."""
+    pairs = list(pairs.as_numpy_iterator())
+    sources = [s.decode("utf-8") for s, _ in pairs]
+    references = [t.decode("utf-8") for _, t in pairs]
+    return sources, references, translator.translate(sources, progress=progress)
+
+
 def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(), progress=False):
     """Translates a `Corpus` and returns (hypotheses, references, scores):
     sacreBLEU and friends, or EVALB's for a treebank."""
@@ -167,11 +189,8 @@ def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(), progress=
         if corpus.trees_path
         else sacrebleu_metric(corpus.target_lang, decoding.sacrebleu_tokenize)
     )
-    pairs = list(corpus.pairs().as_numpy_iterator())
-    sources = [s.decode("utf-8") for s, _ in pairs]
-    references = [t.decode("utf-8") for _, t in pairs]
-    hypotheses = Translator(model, tokenizer, decoding).translate(
-        sources, progress=progress
+    _, references, hypotheses = translate_pairs(
+        ModelTranslator(model, tokenizer, decoding), corpus.pairs(), progress
     )
     if corpus.trees_path:
         from t2t_repro.parsing import score_parses

@@ -1,9 +1,10 @@
 """Fine-tuning: a new run that starts from another run's weights.
 
 The new run takes the source run's config.json and spm.model (the same
-model and vocabulary: the weights fit them and no other) and its
-checkpoint's weights, and trains with an optimizer and a learning-rate
-schedule of its own from step 0. The source run is only read.
+model and vocabulary: the weights fit them and no other; `prepare_run`
+writes them into the new run) and its checkpoint's weights, and trains
+with an optimizer and a learning-rate schedule of its own from step 0.
+The source run is only read.
 """
 
 import os
@@ -12,8 +13,9 @@ import tensorflow as tf
 from absl import logging
 
 from t2t_repro.best_checkpoints import BEST_DIRNAME
-from t2t_repro.checkpoints import RunDir, model_checkpoint
+from t2t_repro.checkpoints import latest_checkpoint, model_checkpoint
 from t2t_repro.config import ConfigError
+from t2t_repro.run_dir import RunDir
 
 
 def source_of(init_from):
@@ -24,22 +26,12 @@ def source_of(init_from):
         if os.path.basename(directory) == BEST_DIRNAME:
             directory = os.path.dirname(directory)
         return RunDir(directory), init_from
-    source = RunDir(init_from)
-    checkpoint = source.latest_checkpoint()
+    checkpoint = latest_checkpoint(init_from)
     if checkpoint is None:
         raise FileNotFoundError(
             f"{init_from}: no checkpoint found (give a run directory or RUN/ckpt-STEP)"
         )
-    return source, checkpoint
-
-
-def copy_model_and_vocabulary(source, run_dir):
-    """Writes `source`'s config.json and spm.model into `run_dir` (refused,
-    like a resume, if it holds others)."""
-    run_dir.save_config(source.load_config())
-    # After the config: another worker waits for the vocabulary, then
-    # reads the config.
-    run_dir.save_vocabulary(source.load_vocabulary())
+    return RunDir(init_from), checkpoint
 
 
 def initialize(trainer, checkpoint, optimizer_slots=False):

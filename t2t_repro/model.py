@@ -171,9 +171,7 @@ class Transformer(keras.Model):
             return self.config.max_length
         return None
 
-    # The decoders' contract: `start_decoding`, then `decode_step` once per
-    # position; beam search also calls `reorder_decode_cache`, fixed-shape
-    # decoding `grow_decode_buffers`. The state is opaque to them.
+    # The decoders' contract (`t2t_repro.decoding.common.DecodingModel`).
 
     def start_decoding(self, source_ids, buffer_length=None, beams=1):
         """Encodes `source_ids` and returns the state `decode_step` needs,

@@ -1,5 +1,5 @@
 """Exporting a run, or a model in memory, as a SavedModel for TF Serving:
-the translation graph of inference.py, strings in and strings out, in TF
+the translation graph of inference/graph.py, strings in and strings out, in TF
 Serving's layout, with warm-up requests the model server replays at load
 time. `model_and_vocabulary` is what every export (ct2.py too) starts
 from."""
@@ -9,7 +9,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from t2t_repro.checkpoints import RunDir, checkpoint_step
+from t2t_repro.checkpoints import checkpoint_step, load_model
 from t2t_repro.config import (
     DEFAULT_WARMUP_REQUESTS,
     ConfigError,
@@ -19,7 +19,7 @@ from t2t_repro.config import (
 from t2t_repro.data.vocabulary import load_sentencepiece, make_tokenizer
 from t2t_repro.decoding.precision import in_precision
 from t2t_repro.files import directory_written_whole
-from t2t_repro.inference import TranslationGraph
+from t2t_repro.inference.graph import TranslationGraph
 
 # Where TF Serving looks for warm-up records (at most 1000 are replayed).
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
@@ -47,10 +47,10 @@ def model_and_vocabulary(model, vocabulary=None, checkpoint=None):
                 "vocabulary; vocabulary= is for a model in "
                 "memory"
             )
-        run = RunDir(os.fspath(model))
+        run = os.fspath(model)
         if checkpoint is not None and tf.io.gfile.isdir(checkpoint):
-            run, checkpoint = RunDir(os.fspath(checkpoint)), None
-        return run.load_model(checkpoint)
+            run, checkpoint = os.fspath(checkpoint), None
+        return load_model(run, checkpoint)
     if vocabulary is None:
         raise ValueError(
             "a model in memory needs its vocabulary= (the "

@@ -1,21 +1,24 @@
 """`Translator`: translate with a trained model from Python, whether it is
 a run directory, an exported SavedModel or a `Transformer` in memory.
 
-All three run the same graph, `inference.TranslationGraph`: built in this
-process from the weights, or loaded as the SavedModel that t2t-export (or
-`export_saved_model`) wrote from it. Its `translate` signature takes the
-beam size and alpha with each request and returns the n-best list with
-scores, so every constructor gives the same translations for the same
-weights. See docs/python_api.md.
+All three run the same graph, `inference.graph.TranslationGraph`: built
+in this process from the weights, or loaded as the SavedModel that
+t2t-export (or `export_saved_model`) wrote from it. Its `translate`
+signature takes the beam size and alpha with each request and returns the
+n-best list with scores, so every constructor gives the same translations
+for the same weights. See docs/python_api.md.
 """
-
-import tensorflow as tf
-from absl import logging
 
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.precision import in_precision
-from t2t_repro.inference import TranslationGraph, batches_by_length
+from t2t_repro.inference.batching import (
+    n_best_in_order,
+    signature_n_best,
+    warn_truncated,
+)
+from t2t_repro.inference.exports import load_export
+from t2t_repro.inference.graph import TranslationGraph
 from t2t_repro.serving import model_and_vocabulary
 
 # beam_size, alpha and the batch size default to the command-line tools'.
@@ -42,11 +45,7 @@ class Translator:
     def __init__(self, graph, batch_tokens=_DEFAULTS.batch_tokens):
         self.graph = graph
         self.batch_tokens = batch_tokens
-        # Exports older than the request cap have none.
-        cap = getattr(graph, "max_batch_sentences", None)
-        self.max_batch_sentences = (
-            _DEFAULTS.max_batch_sentences if cap is None else int(cap.numpy())
-        )
+        self.max_batch_sentences = int(graph.max_batch_sentences.numpy())
 
     @classmethod
     def from_model(cls, model, vocabulary, precision=None):
@@ -72,15 +71,7 @@ class Translator:
     @classmethod
     def from_saved_model(cls, path):
         """A t2t-export version directory, e.g. exports/x/950."""
-        import tensorflow_text  # noqa: F401  registers the SentencePiece ops
-
-        if not tf.saved_model.contains_saved_model(path):
-            raise FileNotFoundError(
-                f"{path}: no SavedModel there (no "
-                "saved_model.pb); give a version "
-                "directory such as exports/x/950"
-            )
-        return cls(tf.saved_model.load(path))
+        return cls(load_export(path))
 
     def translate(
         self, sentences, beam_size=_DEFAULTS.beam_size, alpha=_DEFAULTS.alpha, n_best=1
@@ -101,35 +92,16 @@ class Translator:
                 f"{beam_size}]: beam search keeps beam_size "
                 "hypotheses"
             )
-        results = [None] * len(sentences)
-        truncated = 0
-        lengths = [len(sentence.split()) + 1 for sentence in sentences]
-        for batch in batches_by_length(
-            lengths, self.batch_tokens, self.max_batch_sentences
-        ):
-            outputs = self.graph.translate(
-                inputs=tf.constant([sentences[i] for i in batch], tf.string),
-                beam_size=tf.constant(beam_size, tf.int32),
-                alpha=tf.constant(alpha, tf.float32),
-            )
-            texts = outputs["translations"][:, :n_best].numpy()
-            scores = outputs["scores"][:, :n_best].numpy()
-            for index, row_texts, row_scores in zip(batch, texts, scores):
-                results[index] = [
-                    (text.decode("utf-8"), float(score))
-                    for text, score in zip(row_texts, row_scores)
-                ]
-            # Exports older than the `truncated` output report nothing.
-            truncated += int(
-                tf.reduce_sum(tf.cast(outputs.get("truncated", False), tf.int32))
-            )
-        if truncated:
-            logging.warning(
-                "%d of %d inputs had more subword tokens than "
-                "the model's max_length and were truncated",
-                truncated,
-                len(sentences),
-            )
+        results, truncated = n_best_in_order(
+            lambda inputs: signature_n_best(
+                self.graph.translate, inputs, beam_size, alpha, n_best
+            ),
+            sentences,
+            self.batch_tokens,
+            self.max_batch_sentences,
+            progress=None,
+        )
+        warn_truncated(truncated, len(sentences))
         if n_best == 1:
             return [result[0][0] for result in results]
         return results

@@ -11,7 +11,7 @@ from helpers.margins import teacher_forced_margins
 from helpers.processes import run_python
 from helpers.toy_run import toy_pairs, toy_trainer
 from helpers.vocab_for_tests import tiny_vocab
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.checkpoints import load_model
 from t2t_repro.config import (
     BOS_ID,
     EOS_ID,
@@ -23,9 +23,10 @@ from t2t_repro.config import (
 )
 from t2t_repro.ct2 import CTranslate2Translator, export_ctranslate2, transformer_spec
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
-from t2t_repro.decoding.greedy import greedy_decode, next_token_log_probs
+from t2t_repro.decoding.common import next_token_log_probs
+from t2t_repro.decoding.greedy import greedy_decode
 from t2t_repro.evaluation import score_translations
-from t2t_repro.inference import Translator
+from t2t_repro.inference.translators import ModelTranslator
 from t2t_repro.model import Transformer
 
 # The quickstart's shape (flags/multi30k.cfg) over the tests' vocabulary.
@@ -114,14 +115,14 @@ def test_quickstart_sized_model_gives_the_same_greedy_ids(tmp_path):
     ct2_dir = export_ctranslate2(str(tmp_path / "run"), str(tmp_path / "ct2"))
     sources, _ = _toy_sources_and_references()
     ours, theirs = _greedy_ids_both_ways(
-        trainer.model, trainer.tokenizer, ct2_dir, sources
+        trainer.model, make_tokenizer(tiny_vocab()), ct2_dir, sources
     )
     assert len(set(map(tuple, ours))) > 4 and max(map(len, ours)) > 50
     differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
     # At most 3 of the 64 sentences, each parting at a near-tie.
     assert len(differ) <= 0.05 * len(ours), differ
     source_ids, _ = tokenize_sources(
-        trainer.tokenizer, tf.constant(sources), QUICKSTART_SIZED.max_length
+        make_tokenizer(tiny_vocab()), tf.constant(sources), QUICKSTART_SIZED.max_length
     )
     for i in differ:
         assert _first_difference_is_a_near_tie(
@@ -135,7 +136,7 @@ def toy_ct2(toy_run_dir, tmp_path_factory):
 
 
 def test_trained_model_greedy_ids_and_beam_translations_agree(toy_run_dir, toy_ct2):
-    model, proto, _ = RunDir(toy_run_dir).load_model()
+    model, proto, _ = load_model(toy_run_dir)
     tokenizer = make_tokenizer(proto)
     sources, targets = _toy_sources_and_references()
     # Every token learned by a nat or more: rounding that differs between
@@ -149,7 +150,7 @@ def test_trained_model_greedy_ids_and_beam_translations_agree(toy_run_dir, toy_c
     ours, theirs = _greedy_ids_both_ways(model, tokenizer, toy_ct2, sources)
     assert ours == theirs
     beam = DecodingOptions(beam_size=4)
-    ours, our_scores = Translator(
+    ours, our_scores = ModelTranslator(
         model, make_tokenizer(proto), beam
     ).translate_with_scores(sources)
     theirs, their_scores = CTranslate2Translator(toy_ct2, beam).translate_with_scores(

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from helpers.processes import REPO
-from t2t_repro.checkpoints import AVERAGE_DIRNAME, AVERAGED_FILENAME, RunDir
+from t2t_repro.averaging import AVERAGE_DIRNAME, AVERAGED_FILENAME, average_of_last
+from t2t_repro.checkpoints import latest_checkpoint
 from t2t_repro.config import ConfigError
 from t2t_repro.files import directory_written_whole
 
@@ -103,26 +104,26 @@ def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
     average_dir.mkdir()
     (average_dir / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="is not an average of the last"):
-        RunDir(str(run)).average_of_last(1)
+        average_of_last(str(run), 1)
     assert _files(average_dir) == ["notes.txt"]
     shutil.rmtree(average_dir)
-    output, paths = RunDir(str(run)).average_of_last(1)
+    output, paths = average_of_last(str(run), 1)
     written = json.loads((average_dir / AVERAGED_FILENAME).read_text())
     assert written == {
         "select": "last",
         "count": 1,
         "checkpoints": [os.path.basename(paths[0])],
     }
-    assert output.latest_checkpoint() is not None
+    assert latest_checkpoint(output) is not None
     # Current: kept as it is. Outdated: replaced.
     (average_dir / "marker").write_text("")
     with pytest.raises(ConfigError):  # no longer only an average's files
-        RunDir(str(run)).average_of_last(2)
+        average_of_last(str(run), 2)
     (average_dir / "marker").unlink()
     before = os.stat(average_dir / AVERAGED_FILENAME).st_ino
-    RunDir(str(run)).average_of_last(1)
+    average_of_last(str(run), 1)
     assert os.stat(average_dir / AVERAGED_FILENAME).st_ino == before
-    _, paths = RunDir(str(run)).average_of_last(2)
+    _, paths = average_of_last(str(run), 2)
     assert json.loads((average_dir / AVERAGED_FILENAME).read_text())["checkpoints"] == [
         os.path.basename(p) for p in paths
     ]

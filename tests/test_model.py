@@ -1,5 +1,6 @@
 """The assembled Transformer: shapes, causality, parameter counts, saving."""
 
+import glob
 import json
 import os
 import re
@@ -132,3 +133,54 @@ def test_every_shipped_flagfile_builds_the_model_docs_training_states():
     assert sorted(counts) == sorted(stated)  # every flagfile, no other
     for path, count in counts.items():
         assert int(stated[path].replace(",", "")) == count, path
+
+
+def _flagfile_values(path, restated):
+    """{flag name: value} after the flagfile `path` (relative to the
+    repository, as flagfiles name each other); appends to `restated` each
+    of its own lines that gives a flag the value it already had: its
+    default, or the value a flagfile included before it gave it."""
+    from absl import flags
+
+    from t2t_repro.cli.flags import define_training_flags
+
+    define_training_flags(show=False)
+    values = {}
+    with open(os.path.join(REPO, path), encoding="utf-8") as handle:
+        lines = [line.strip() for line in handle]
+    for line in lines:
+        if not line or line.startswith("#"):
+            continue
+        name, given, text = line.removeprefix("--").partition("=")
+        if name == "flagfile":
+            values.update(_flagfile_values(text, []))  # checked on its own
+            continue
+        value = flags.FLAGS[name].parser.parse(text) if given else True
+        if not given and name not in flags.FLAGS:
+            name, value = name.removeprefix("no"), False
+        # --num_layers sets both stacks.
+        names = (
+            ["num_encoder_layers", "num_decoder_layers"]
+            if name == "num_layers"
+            else [name]
+        )
+        if all(values.get(n, flags.FLAGS[n].default) == value for n in names):
+            restated.append(f"{path}: {line}")
+        values.update(dict.fromkeys(names, value))
+    return values
+
+
+def test_no_shipped_flagfile_restates_a_value_its_flag_already_has():
+    """A flagfile line that gives config.py's default (or an included
+    flagfile's value) again would be a second copy of that fact."""
+    restated = []
+    paths = sorted(
+        os.path.relpath(path, REPO)
+        for path in glob.glob(
+            os.path.join(REPO, "flags", "**", "*.cfg"), recursive=True
+        )
+    )
+    assert len(paths) > 20
+    for path in paths:
+        _flagfile_values(path, restated)
+    assert not restated, restated

@@ -264,7 +264,7 @@ TOY_PARSER = [
     "--batch_tokens=2048",
     "--checkpoint_every=1000",
     "--eval_every=2000",
-    "--mixed_precision=none",
+    "--mixed_precision=fp32",
 ]
 
 

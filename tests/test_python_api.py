@@ -22,14 +22,16 @@ from helpers.one_training_step import global_batch
 from helpers.processes import REPO, run_python
 from helpers.toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
 from helpers.vocab_for_tests import tiny_vocab
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.averaging import average_checkpoints
+from t2t_repro.checkpoints import load_model
 from t2t_repro.config import DecodingOptions, TrainingOptions
 from t2t_repro.ct2 import CTranslate2Translator
 from t2t_repro.data.pipeline import training_batches
 from t2t_repro.data.vocabulary import make_tokenizer
+from t2t_repro.run_dir import RunDir
 from t2t_repro.serving import model_and_vocabulary
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
-from t2t_repro.training.trainer import Trainer
+from t2t_repro.training.prepare import prepare_run
 
 DOCS = os.path.join(REPO, "docs", "python_api.md")
 
@@ -99,7 +101,7 @@ def test_top_level_names_are_the_defining_modules_objects():
 @pytest.fixture(scope="module")
 def in_memory(toy_run_dir):
     """(model, SentencePiece proto) of the toy run, loaded into memory."""
-    model, proto, _ = RunDir(toy_run_dir).load_model()
+    model, proto, _ = load_model(toy_run_dir)
     return model, proto
 
 
@@ -166,11 +168,11 @@ def test_a_checkpoint_is_a_path_or_a_run_directory(toy_run_dir, tmp_path):
     earlier = os.path.join(toy_run_dir, "ckpt-100")
     assert model_and_vocabulary(toy_run_dir, checkpoint=earlier)[2] == earlier
     average = str(tmp_path / "average")
-    RunDir(toy_run_dir).average(average, 2)
+    average_checkpoints(toy_run_dir, average, 2)
     model, proto, checkpoint = model_and_vocabulary(toy_run_dir, checkpoint=average)
     assert checkpoint == os.path.join(average, f"ckpt-{LEARNABLE_STEPS}")
     assert proto == RunDir(toy_run_dir).load_vocabulary()
-    latest = RunDir(toy_run_dir).load_model()[0]
+    latest = load_model(toy_run_dir)[0]
     # The average, not the run's latest weights.
     assert not np.array_equal(
         model.embedding.embeddings.numpy(), latest.embedding.embeddings.numpy()
@@ -315,16 +317,16 @@ def test_two_fit_steps_equal_two_trainer_steps(tmp_path):
         train_steps=2,
         warmup_steps=2,
         learning_rate_scale=0.1,
-        mixed_precision="none",
+        mixed_precision="fp32",
     )
     strategy = tf.distribute.MirroredStrategy()
-    trainer = Trainer(config, options, strategy, tiny_vocab(), None)
+    trainer = prepare_run(config, options, strategy, tiny_vocab())
     initial = trainer.model.get_weights()
     batches = [
         tf.nest.map_structure(tf.constant, batch)
         for batch in (global_batch(), _shorter_batch())
     ]
-    step = trainer._compile_step(
+    step = trainer.compile_step(
         tf.nest.map_structure(
             lambda t: tf.TensorSpec([None, None], t.dtype), batches[0]
         )

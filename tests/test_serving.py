@@ -18,15 +18,12 @@ from hypothesis import strategies as st
 from helpers import rest_api
 from helpers.processes import HELPERS, REPO, run_python
 from helpers.toy_run import LEARNABLE_STEPS
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.checkpoints import load_model
 from t2t_repro.config import ConfigError, DecodingOptions, ServingLimits
 from t2t_repro.data.vocabulary import make_tokenizer
-from t2t_repro.inference import (
-    SavedModelTranslator,
-    Scorer,
-    TranslationGraph,
-    Translator,
-)
+from t2t_repro.inference.graph import TranslationGraph
+from t2t_repro.inference.scoring import Scorer
+from t2t_repro.inference.translators import ModelTranslator, SavedModelTranslator
 from t2t_repro.serving import WARMUP_FILE, export_saved_model, warmup_sentences
 
 SENTENCES = [
@@ -74,8 +71,10 @@ def capped_export(toy_run_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def checkpoint_translations(toy_run_dir):
-    model, proto, _ = RunDir(toy_run_dir).load_model()
-    return Translator(model, make_tokenizer(proto)).translate_with_scores(SENTENCES)
+    model, proto, _ = load_model(toy_run_dir)
+    return ModelTranslator(model, make_tokenizer(proto)).translate_with_scores(
+        SENTENCES
+    )
 
 
 def _load_in_fresh_process(mode, path, sentences):
@@ -127,7 +126,7 @@ def test_warmup_requests_parse_and_run_through_the_signature(
     requests = _warmup_requests(exported)
     assert len(requests) == 8  # t2t-export's default
     serve = tf.saved_model.load(exported).signatures["serving_default"]
-    model, proto, _ = RunDir(toy_run_dir).load_model()
+    model, proto, _ = load_model(toy_run_dir)
     graph = TranslationGraph(model, make_tokenizer(proto), DecodingOptions())
     widths = []
     for request in requests:
@@ -445,8 +444,8 @@ def test_clients_of_an_export_refuse_a_beam_or_alpha_over_its_limits(capped_expo
 
 def test_in_process_translation_has_no_export_limits(toy_run_dir):
     over = ServingLimits()
-    model, proto, _ = RunDir(toy_run_dir).load_model()
-    translator = Translator(
+    model, proto, _ = load_model(toy_run_dir)
+    translator = ModelTranslator(
         model,
         make_tokenizer(proto),
         DecodingOptions(beam_size=over.max_beam_size + 1, alpha=over.max_alpha + 1),

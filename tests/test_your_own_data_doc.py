@@ -35,7 +35,7 @@ FAST = (
     "--eval_every=40",
     "--checkpoint_every=40",
     "--batch_tokens=512",
-    "--mixed_precision=none",
+    "--mixed_precision=fp32",
 )
 
 # A word-for-word English->Portuguese dictionary: enough to learn from,

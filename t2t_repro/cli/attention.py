@@ -64,9 +64,9 @@ def _parse_indices(text, count, name, owner="the model"):
 
 
 def main():
-    from t2t_repro.checkpoints import RunDir
+    from t2t_repro.checkpoints import load_model
     from t2t_repro.data.vocabulary import make_tokenizer
-    from t2t_repro.inference import Translator
+    from t2t_repro.inference.translators import ModelTranslator
     from t2t_repro.visualization import (
         KINDS,
         attention_maps,
@@ -76,8 +76,8 @@ def main():
         translation_ids,
     )
 
-    model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
-    translator = Translator(model, make_tokenizer(proto), decoding_from_flags())
+    model, proto, _ = load_model(FLAGS.model_dir, FLAGS.checkpoint)
+    translator = ModelTranslator(model, make_tokenizer(proto), decoding_from_flags())
     output = translation_ids(translator, FLAGS.sentence)
     maps = attention_maps(model, translator.tokenizer, FLAGS.sentence, output)
     heads = _parse_indices(FLAGS.heads, model.config.num_heads, "heads")

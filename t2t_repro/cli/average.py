@@ -33,11 +33,11 @@ FLAGS = flags.FLAGS
 
 
 def main():
-    from t2t_repro.checkpoints import RunDir
+    from t2t_repro.averaging import average_checkpoints
 
     print(
-        RunDir(FLAGS.model_dir).average(
-            FLAGS.output_dir, FLAGS.num_checkpoints, FLAGS.select
+        average_checkpoints(
+            FLAGS.model_dir, FLAGS.output_dir, FLAGS.num_checkpoints, FLAGS.select
         )
     )
 

@@ -217,11 +217,18 @@ def _is_user_error(error):
 
 
 def _parse_flags(argv):
-    """absl's parser, with a bad flag as one line like every other error."""
+    """absl's parser, with a bad flag as one line like every other error;
+    then a settings flag's value is checked as its settings class checks
+    it (the same message as in Python)."""
     try:
-        return FLAGS(argv)
+        argv = FLAGS(argv)
     except flags.Error as error:
         _exit_with_error(" ".join(str(error).split()))
+    try:
+        cli_flags.check_setting_flags()
+    except ConfigError as error:
+        _exit_with_error(str(error))
+    return argv
 
 
 def run(main, positional_arguments=False, tensorflow=True):

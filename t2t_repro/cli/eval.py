@@ -76,17 +76,18 @@ def write_summaries(log_dir, step, scores):
 
 
 def main():
-    from t2t_repro.checkpoints import CONFIG_FILENAME, RunDir, checkpoint_step
+    from t2t_repro.checkpoints import checkpoint_step, load_model
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.precision import in_precision, resolve_precision
     from t2t_repro.evaluation import format_scores, score_corpus
+    from t2t_repro.run_dir import CONFIG_FILENAME, RunDir
 
     corpus = corpus_from_flags("test")
     if corpus is None:
         raise DataError("give --test_src/--test_tgt or --tfds_name")
     run_dir = RunDir(FLAGS.model_dir)
     check_command_line_model_flags(run_dir.load_config(), run_dir.file(CONFIG_FILENAME))
-    model, proto, checkpoint = run_dir.load_model(FLAGS.checkpoint)
+    model, proto, checkpoint = load_model(FLAGS.model_dir, FLAGS.checkpoint)
     precision = resolve_precision(FLAGS.precision)
     model = in_precision(model, precision)
     hypotheses, _, scores = score_corpus(

@@ -14,8 +14,6 @@ tokenization and detokenization are tensorflow-text ops in the graph.
 directory to --export_dir itself, for `t2t-translate --ctranslate2=DIR`.
 """
 
-import dataclasses
-
 from absl import flags
 
 from t2t_repro.cli import common
@@ -37,7 +35,7 @@ flags.DEFINE_integer(
     "Version subdirectory (default: the checkpoint's step).",
     lower_bound=0,
 )
-define_decoding_flags()  # --beam_size and --alpha: serving_default's
+define_decoding_flags()  # serving_default's --beam_size, --alpha, ...
 define_settings(ServingLimits)  # --max_beam_size, ...: what a request may ask
 define_precision()  # the SavedModel's; CTranslate2 has --quantization
 flags.DEFINE_enum(
@@ -53,12 +51,6 @@ flags.DEFINE_enum(
     None,
     list(CT2_QUANTIZATIONS),
     "CTranslate2 weight type (default float32); only with --format=ctranslate2.",
-)
-flags.DEFINE_bool(
-    "export_jit_compile",
-    False,
-    "XLA-compile serving_default's decoder; TF Serving must "
-    "then run with --xla_cpu_compilation_enabled=true.",
 )
 flags.DEFINE_integer(
     "warmup_requests",
@@ -96,16 +88,13 @@ def main():
         return
     from t2t_repro.serving import export_saved_model
 
-    decoding = dataclasses.replace(
-        decoding_from_flags(), jit_compile=FLAGS.export_jit_compile
-    )
     print(
         export_saved_model(
             FLAGS.model_dir,
             FLAGS.export_dir,
             FLAGS.version,
             FLAGS.checkpoint,
-            decoding,
+            decoding_from_flags(),
             FLAGS.warmup_requests,
             limits=settings_from_flags(ServingLimits),
             precision=FLAGS.precision,

@@ -1,14 +1,16 @@
 """Every flag group of the command-line tools, each defined once.
 
 Most flags are generated from the settings in `t2t_repro/config.py` (name,
-default and help come from the dataclass field); the rest (data files, the
-run directory, fine-tuning) are defined here. `define_*` functions are
+default and help come from the dataclass field, and the values it takes are
+checked by its class, `check_setting_flags`); the rest (data files, the run
+directory, fine-tuning) are defined here. `define_*` functions are
 idempotent, so a tool can take several groups that share flags; each marks
 its flags as read by the tool, which shows them in its --help (`SHOWN`),
 under the heading of its topic (`TOPICS`: a settings class's flags under
 the class's, `SETTINGS_TOPICS`; a tool's own flags under the tool's name).
 Imports neither TensorFlow nor the library's TensorFlow modules: `--help`
-must stay fast.
+must stay fast. Over 300 lines: every group shared by several tools is
+here, so that a flag is defined, and its help written, in one place.
 """
 
 import dataclasses
@@ -17,7 +19,7 @@ import sys
 from absl import flags
 
 from t2t_repro import config as config_lib
-from t2t_repro.config import ConfigError
+from t2t_repro.config import ConfigError, bounds_text, flag_name, help_of
 from t2t_repro.data import DataError
 
 FLAGS = flags.FLAGS
@@ -39,7 +41,7 @@ DECODING = "Decoding"
 SERVING_LIMITS = "Serving limits"
 TOPIC_ORDER = (RUN_DIR, DATA, MODEL, TRAINING, FINE_TUNING, DECODING, SERVING_LIMITS)
 # The topic of each settings class's flags.
-SETTINGS_TOPICS = {
+SETTINGS_TOPICS: dict[type[config_lib.Settings], str] = {
     config_lib.TransformerConfig: MODEL,
     config_lib.TrainingOptions: TRAINING,
     config_lib.DecodingOptions: DECODING,
@@ -60,10 +62,6 @@ def _define(define, name, *args, topic, show=True, **kwargs):
         SHOWN.add(name)
 
 
-def flag_name(field):
-    return field.metadata.get("flag", field.name)
-
-
 def _settings_topic(field):
     """The topic of the settings class `field` belongs to."""
     for settings_class, topic in SETTINGS_TOPICS.items():
@@ -75,12 +73,38 @@ def _settings_topic(field):
     )
 
 
+class _IntegerSetting(flags.IntegerParser):
+    """absl's parser of an integer setting, its --help stating the
+    setting's bounds (`bounds_text`) but leaving them to
+    `check_setting_flags`."""
+
+    def __init__(self, bounds):
+        super().__init__()
+        if bounds:
+            self.syntactic_help = f"an integer {bounds}"
+
+
+class _NumberSetting(flags.FloatParser):
+    """The same for a float setting."""
+
+    def __init__(self, bounds):
+        super().__init__()
+        if bounds:
+            self.syntactic_help = f"a number {bounds}"
+
+
+def _define_number(name, default, help_text, parser):
+    flags.DEFINE(
+        parser, name, default, help_text, serializer=flags.ArgumentSerializer()
+    )
+
+
 def _define_setting(field, show, topic=None):
     """The flag of a settings field; under its class's topic unless
-    `topic` is given."""
+    `topic` is given. Its bounds are not absl's: `check_setting_flags`
+    checks them as the settings class does; its --help states them."""
     meta = field.metadata
-    name, default, help_text = flag_name(field), field.default, meta["help"]
-    bounds = {k: meta[k] for k in ("lower_bound", "upper_bound") if k in meta}
+    name, default, help_text = flag_name(field), field.default, help_of(field)
     topic = topic or _settings_topic(field)
     if "choices" in meta:
         _define(
@@ -94,25 +118,12 @@ def _define_setting(field, show, topic=None):
         )
     elif field.type is bool:
         _define(flags.DEFINE_bool, name, default, help_text, topic=topic, show=show)
-    elif field.type is int:
-        _define(
-            flags.DEFINE_integer,
-            name,
-            default,
-            help_text,
-            topic=topic,
-            show=show,
-            **bounds,
+    elif field.type in (int, float):
+        parser = (_IntegerSetting if field.type is int else _NumberSetting)(
+            bounds_text(field)
         )
-    elif field.type is float:
         _define(
-            flags.DEFINE_float,
-            name,
-            default,
-            help_text,
-            topic=topic,
-            show=show,
-            **bounds,
+            _define_number, name, default, help_text, parser, topic=topic, show=show
         )
     else:
         _define(flags.DEFINE_string, name, default, help_text, topic=topic, show=show)
@@ -123,6 +134,20 @@ def define_settings(settings_class, show=True):
     for field in dataclasses.fields(settings_class):
         if "help" in field.metadata:
             _define_setting(field, show)
+
+
+def check_setting_flags():
+    """Raises ConfigError, with the message its settings class gives, for a
+    settings flag whose value is out of its field's bounds or choices;
+    `common.run` calls it right after parsing."""
+    for settings_class in SETTINGS_TOPICS:
+        settings_class.check(
+            {
+                field.name: FLAGS[flag_name(field)].value
+                for field in dataclasses.fields(settings_class)
+                if "help" in field.metadata and flag_name(field) in FLAGS
+            }
+        )
 
 
 def settings_from_flags(settings_class, **overrides):

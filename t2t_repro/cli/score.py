@@ -80,20 +80,20 @@ FLAGS = flags.FLAGS
 
 
 def make_scorer():
-    from t2t_repro.checkpoints import RunDir
+    from t2t_repro.checkpoints import load_model
     from t2t_repro.data.vocabulary import make_tokenizer
-    from t2t_repro.inference import Scorer
+    from t2t_repro.inference.scoring import Scorer
 
     decoding = cli_flags.settings_from_flags(DecodingOptions)
     if FLAGS.saved_model:
         return Scorer.from_saved_model(FLAGS.saved_model, decoding)
-    model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
+    model, proto, _ = load_model(FLAGS.model_dir, FLAGS.checkpoint)
     return Scorer.from_model(model, make_tokenizer(proto), decoding)
 
 
 def main():
     from t2t_repro.data.text_files import check_parallel_files, numbered_lines
-    from t2t_repro.inference import warn_truncated
+    from t2t_repro.inference.batching import warn_truncated
 
     # Before the model loads: misaligned files fail in seconds.
     lines = check_parallel_files(FLAGS.src, FLAGS.tgt).lines

@@ -124,7 +124,7 @@ def run_stream(items, total, process, lines_per_input, input_name, verb, unit):
     Returns:
         (inputs processed by this run, how many of them were truncated).
     """
-    from t2t_repro.inference import Progress
+    from t2t_repro.progress import Progress
 
     done = resume_point(FLAGS.output, lines_per_input) if FLAGS.resume else 0
     if done:

@@ -13,6 +13,7 @@ Re-running the same command on an existing model_dir resumes it.
 weights and vocabulary (docs/fine_tuning.md).
 """
 
+import contextlib
 import sys
 
 from absl import flags, logging
@@ -60,15 +61,16 @@ def vocabulary_trainer(corpus):
     return train
 
 
-def fine_tuning_start(run_dir, is_chief):
-    """The checkpoint --init_from names, its run's config.json and
-    spm.model copied into `run_dir`; None if `run_dir` has checkpoints
-    (it resumes from them). Either way a model flag that differs from the
-    config.json the run takes is refused."""
+def fine_tuning_start(run_dir):
+    """(the run whose config.json and spm.model this run takes, the
+    checkpoint --init_from names): --init_from's, or `run_dir` and None if
+    it has checkpoints (it resumes from them). Either way a model flag that
+    differs from that run's config.json is refused."""
     from t2t_repro import fine_tuning
-    from t2t_repro.checkpoints import CONFIG_FILENAME
+    from t2t_repro.checkpoints import latest_checkpoint
+    from t2t_repro.run_dir import CONFIG_FILENAME
 
-    if run_dir.latest_checkpoint():
+    if latest_checkpoint(run_dir.path):
         logging.info(
             "--init_from ignored: %s has checkpoints, resuming from them", run_dir.path
         )
@@ -85,18 +87,19 @@ def fine_tuning_start(run_dir, is_chief):
             f"{model_run.file(CONFIG_FILENAME)}: "
             f"{differences}"
         )
-    if checkpoint and is_chief:
-        fine_tuning.copy_model_and_vocabulary(model_run, run_dir)
-    return checkpoint
+    return model_run, checkpoint
 
 
 def main():
     from t2t_repro import fine_tuning
-    from t2t_repro.checkpoints import RunDir, checkpoint_step
+    from t2t_repro.averaging import average_of_last
+    from t2t_repro.checkpoints import checkpoint_step, load_model
     from t2t_repro.data import pipeline, vocabulary
+    from t2t_repro.run_dir import RunDir
+    from t2t_repro.run_lock import training_lock
     from t2t_repro.training import distribution
     from t2t_repro.training.evaluator import DevEvaluator
-    from t2t_repro.training.trainer import Trainer
+    from t2t_repro.training.prepare import prepare_run
 
     train_corpus, dev_corpus, test_corpus = map(corpus_from_flags, SPLITS)
     if train_corpus is None:
@@ -116,56 +119,54 @@ def main():
             "dev BLEU: give --dev_src/--dev_tgt or --tfds_name"
         )
     run_dir = RunDir(FLAGS.model_dir)
-    if distribution.is_chief(strategy):
-        # Before the vocabulary is written (the Trainer takes it too).
-        run_dir.lock_for_training()
-    init_checkpoint = (
-        fine_tuning_start(run_dir, distribution.is_chief(strategy))
-        if FLAGS.init_from
-        else None
-    )
-    proto = run_dir.ensure_vocabulary(
-        vocabulary_trainer(train_corpus), distribution.is_chief(strategy)
-    )
-    # A fine-tuned run's model is its config.json, the source's copy.
-    model_config = (
-        run_dir.load_config()
-        if FLAGS.init_from
-        else model_config_from_flags(vocab_size=vocabulary.vocab_size_of(proto))
-    )
-    pipeline.check_a_pair_fits(
-        train_pairs,
-        vocabulary.make_tokenizer(proto),
-        model_config.max_length,
-        FLAGS.overlong,
-        train_corpus.trees_path or train_corpus.source_path or FLAGS.tfds_name,
-    )
-    options = settings_from_flags(TrainingOptions)
-    evaluator = (
-        None
-        if dev_pairs is None
-        else DevEvaluator(
-            dev_pairs,
-            proto,
+    is_chief = distribution.is_chief(strategy)
+    # Held from before the vocabulary is learnt until training ends.
+    with training_lock(run_dir.path) if is_chief else contextlib.nullcontext():
+        init_checkpoint = None
+        if FLAGS.init_from:
+            # The source's model and vocabulary, which prepare_run writes.
+            model_run, init_checkpoint = fine_tuning_start(run_dir)
+            proto, model_config = model_run.load_vocabulary(), model_run.load_config()
+        else:
+            proto = run_dir.ensure_vocabulary(
+                vocabulary_trainer(train_corpus), is_chief
+            )
+            model_config = model_config_from_flags(
+                vocab_size=vocabulary.vocab_size_of(proto)
+            )
+        pipeline.check_a_pair_fits(
+            train_pairs,
+            vocabulary.make_tokenizer(proto),
             model_config.max_length,
-            options,
-            decoding_from_flags(),
-            parsing=bool(dev_corpus.trees_path),
-            target_lang=dev_corpus.target_lang,
+            FLAGS.overlong,
+            train_corpus.trees_path or train_corpus.source_path or FLAGS.tfds_name,
         )
-    )
-    trainer = Trainer(
-        model_config,
-        options,
-        strategy,
-        proto,
-        train_pairs,
-        evaluator,
-        data_sources={"train": train_corpus, "dev": dev_corpus},
-    )
-    if init_checkpoint:
-        fine_tuning.initialize(trainer, init_checkpoint, FLAGS.init_optimizer_slots)
-    trainer.train()
+        options = settings_from_flags(TrainingOptions)
+        evaluator = (
+            None
+            if dev_pairs is None
+            else DevEvaluator(
+                dev_pairs,
+                proto,
+                model_config.max_length,
+                options,
+                decoding_from_flags(),
+                parsing=bool(dev_corpus.trees_path),
+                target_lang=dev_corpus.target_lang,
+            )
+        )
+        trainer = prepare_run(
+            model_config,
+            options,
+            strategy,
+            proto,
+            train_pairs,
+            evaluator,
+            data_sources={"train": train_corpus, "dev": dev_corpus},
+        )
+        if init_checkpoint:
+            fine_tuning.initialize(trainer, init_checkpoint, FLAGS.init_optimizer_slots)
+        trainer.train()
     if trainer.interrupted_by is not None:
         # A scheduler must see that the run did not finish.
         logging.warning(
@@ -180,13 +181,17 @@ def main():
 
         model, described = trainer.model, f"step {trainer.step}"
         if FLAGS.average_last > 1:
-            average, paths = run_dir.average_of_last(FLAGS.average_last)
-            model, _, _ = average.load_model()
+            average, paths = average_of_last(run_dir.path, FLAGS.average_last)
+            model, _, _ = load_model(average)
             steps = ", ".join(str(checkpoint_step(p)) for p in paths)
-            described = f"average of steps {steps} in {average.path}"
+            described = f"average of steps {steps} in {average}"
         decoding = decoding_from_flags()
         _, _, scores = score_corpus(
-            model, trainer.tokenizer, test_corpus, decoding, progress=True
+            model,
+            vocabulary.make_tokenizer(proto),
+            test_corpus,
+            decoding,
+            progress=True,
         )
         print(
             f"test: {test_corpus.name}, "

@@ -102,10 +102,10 @@ FLAGS = flags.FLAGS
 
 
 def make_translator():
-    from t2t_repro.checkpoints import RunDir
+    from t2t_repro.checkpoints import load_model
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.precision import in_precision
-    from t2t_repro.inference import SavedModelTranslator, Translator
+    from t2t_repro.inference.translators import ModelTranslator, SavedModelTranslator
 
     if FLAGS.saved_model:
         return SavedModelTranslator(FLAGS.saved_model, decoding_from_flags())
@@ -115,8 +115,8 @@ def make_translator():
         return CTranslate2Translator(
             FLAGS.ctranslate2, decoding_from_flags(), FLAGS.threads
         )
-    model, proto, _ = RunDir(FLAGS.model_dir).load_model(FLAGS.checkpoint)
-    return Translator(
+    model, proto, _ = load_model(FLAGS.model_dir, FLAGS.checkpoint)
+    return ModelTranslator(
         in_precision(model, FLAGS.precision),
         make_tokenizer(proto),
         decoding_from_flags(),
@@ -142,13 +142,13 @@ def output_lines(n_best_lists, first_index):
 def main():
     from t2t_repro.data import DataError
     from t2t_repro.data.text_files import numbered_lines
-    from t2t_repro.inference import warn_truncated
+    from t2t_repro.inference.batching import warn_truncated
 
     # Before the model loads: a bad input fails in a second.
     total = count_lines(FLAGS.input)
     translator = make_translator()
 
-    limit = getattr(translator, "max_sentence_bytes", None)
+    limit = translator.max_sentence_bytes
 
     def translate(sentences, first_index, progress):
         for offset, sentence in enumerate(sentences):

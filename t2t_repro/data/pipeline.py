@@ -1,6 +1,5 @@
-"""Tokenization, length filtering and token-budget batching with tf.data."""
-
-import dataclasses
+"""Tokenization, length filtering and token-budget batching with tf.data:
+`training_batches`, and the steps it is made of."""
 
 import tensorflow as tf
 
@@ -105,20 +104,6 @@ def batch_by_tokens(tokenized, batch_tokens, max_length):
     return batched.map(_to_model_inputs)
 
 
-@dataclasses.dataclass
-class BatchReport:
-    """Token statistics over batches, for logs and tests."""
-
-    batches: int = 0
-    pairs: int = 0
-    real_tokens: int = 0
-    padded_tokens: int = 0
-
-    @property
-    def padding_efficiency(self):
-        return self.real_tokens / max(self.padded_tokens, 1)
-
-
 def real_and_padded_tokens(source, target):
     """float32 (non-PAD tokens, all positions) of a batch's two sides."""
     real = tf.reduce_sum(tf.cast(source != PAD_ID, tf.float32)) + tf.reduce_sum(
@@ -127,19 +112,7 @@ def real_and_padded_tokens(source, target):
     return real, tf.cast(tf.size(source) + tf.size(target), tf.float32)
 
 
-def report_batches(batches):
-    """Counts pairs and real vs padded tokens over finite `batches`."""
-    report = BatchReport()
-    for (source, _), target in batches:
-        real, padded = real_and_padded_tokens(source, target)
-        report.batches += 1
-        report.pairs += int(source.shape[0])
-        report.real_tokens += int(real)
-        report.padded_tokens += int(padded)
-    return report
-
-
-def training_batches(
+def shuffled_batches(
     pairs,
     tokenizer,
     *,
@@ -148,23 +121,24 @@ def training_batches(
     overlong="drop",
     shuffle_buffer=100_000,
     seed=0,
-    repeat=True,
-    skip_batches=0,
 ):
-    """The training input: shuffled, tokenized, bucketed, repeated.
-
-    Deterministic for a given seed, so a resumed run rebuilds the same
-    stream and skips the `skip_batches` it already consumed.
-    """
-    if repeat:
-        pairs = pairs.repeat()
+    """`pairs` shuffled, tokenized, fitted to `max_length` and bucketed:
+    one pass over a finite dataset, every pass over a repeated one."""
     pairs = pairs.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     tokenized = fit_to_max_length(
         tokenize_pairs(pairs, tokenizer), max_length, overlong
     )
-    batches = batch_by_tokens(tokenized, batch_tokens, max_length)
-    if skip_batches:
-        batches = batches.skip(skip_batches)
-    options = tf.data.Options()
-    options.deterministic = True
-    return batches.with_options(options).prefetch(tf.data.AUTOTUNE)
+    return batch_by_tokens(tokenized, batch_tokens, max_length)
+
+
+def training_batches(pairs, tokenizer, **options):
+    """The training input: `shuffled_batches` of `pairs` repeated forever
+    (`options` are its keywords).
+
+    Deterministic: the same pairs and seed give the same batches in the
+    same order.
+    """
+    batches = shuffled_batches(pairs.repeat(), tokenizer, **options)
+    deterministic = tf.data.Options()
+    deterministic.deterministic = True
+    return batches.with_options(deterministic).prefetch(tf.data.AUTOTUNE)

@@ -9,6 +9,7 @@ from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from t2t_repro.data import DataError
 from t2t_repro.files import write_atomically
 
+# The vocabulary's file in a run directory and in a CTranslate2 export.
 SPM_MODEL_FILENAME = "spm.model"
 
 

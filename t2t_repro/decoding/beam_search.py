@@ -1,32 +1,30 @@
-"""Beam search over the key/value cache, one tf.while_loop.
+"""Beam search over the key/value cache, run by a loop of `loops.py`.
 
-Follows tensor2tensor / tensorflow-models' `SequenceBeamSearch`: each step
-expands the `beam_size` alive hypotheses into their 2 * beam_size best
-continuations, so that at least `beam_size` of them have not just ended;
-those refill the alive beams and the ones that ended with EOS compete for
-the `beam_size` finished slots under the GNMT length penalty.
-
-Without XLA, a sentence leaves the loop's batch as soon as its result can
-no longer change, and the decoder caches grow with the output, so a step
-costs what the sentences still being searched need. With `fixed_shapes`
-(for XLA) every tensor keeps its shape within a loop: all sentences stay
-until the last is done, over cache buffers that double in stages up to
-the longest allowed output (`buffer_stages`).
+Follows tensor2tensor / tensorflow-models' `SequenceBeamSearch`, in its
+phases: each step grows the `beam_size` alive hypotheses into their
+2 * beam_size best continuations (`grow_alive`), so that at least
+`beam_size` of them have not just ended; those refill the alive beams
+(`new_alive`) and the ones that ended with EOS compete for the `beam_size`
+finished slots under the GNMT length penalty (`new_finished`). A sentence's
+result is final once no alive hypothesis can beat the finished ones that
+matter; then the best finished, or alive if too few finished, are its
+result (`best_first`).
 """
 
-import functools
 from typing import NamedTuple
 
 import tensorflow as tf
 
 from t2t_repro.config import BOS_ID, EOS_ID, EXTRA_DECODE_LENGTH, PAD_ID
-from t2t_repro.decoding.greedy import (
-    any_shape_of_rank,
+from t2t_repro.decoding.common import (
+    DecodingModel,
     buffer_stages,
     max_decode_length,
     next_token_log_probs,
     output_limits,
+    write_position,
 )
+from t2t_repro.decoding.loops import compacting_loop, fixed_shape_loop
 from t2t_repro.layers.masks import NEG_INF
 
 
@@ -50,22 +48,111 @@ class BeamState(NamedTuple):
     sentences: tf.Tensor  # int32 [B]: each row's index in the input batch
 
 
-# The per-sentence fields that make up a result.
-_RESULT_FIELDS = (
-    "alive_seq",
-    "alive_log_probs",
-    "finished_seq",
-    "finished_scores",
-    "finished_flags",
-)
+class Candidates(NamedTuple):
+    """The 2K best continuations by one token of a step's alive
+    hypotheses, best first."""
+
+    seq: tf.Tensor  # int32 [B, 2K, L]
+    log_probs: tf.Tensor  # float32 [B, 2K]
+    beams: tf.Tensor  # int32 [B, 2K]: the alive beam each continues
+    ended: tf.Tensor  # bool [B, 2K]: its new token is EOS
 
 
-def _write_position(sequences, index, tokens):
-    """`sequences[..., index] = tokens` for `[batch, beams, length]`."""
-    hot = tf.one_hot(
-        index, tf.shape(sequences)[-1], on_value=True, off_value=False, dtype=tf.bool
+def grow_alive(model: DecodingModel, state, beam_size, buffered):
+    """(the `Candidates` of `state`'s alive hypotheses at position
+    `state.index`, the decoder state `decode_step` left, rows not yet
+    reordered)."""
+    index = state.index
+    rows = tf.shape(state.alive_seq)[0]
+    previous = tf.where(
+        index == 0,
+        BOS_ID,
+        tf.gather(state.alive_seq, tf.maximum(index - 1, 0), axis=2),
     )
-    return tf.where(hot, tokens[..., tf.newaxis], sequences)
+    logits, cache = model.decode_step(
+        tf.reshape(previous, [-1, 1]), index, state.cache, buffered=buffered
+    )
+    vocab = tf.shape(logits)[-1]
+    log_probs = (
+        tf.reshape(next_token_log_probs(logits, index == 0), [rows, beam_size, vocab])
+        + state.alive_log_probs[:, :, tf.newaxis]
+    )
+    top_log_probs, top_indices = tf.math.top_k(
+        tf.reshape(log_probs, [rows, beam_size * vocab]), k=2 * beam_size
+    )
+    top_beams = top_indices // vocab
+    top_tokens = top_indices % vocab
+    top_seq = write_position(
+        tf.gather(state.alive_seq, top_beams, batch_dims=1), index, top_tokens
+    )
+    return Candidates(
+        top_seq, top_log_probs, top_beams, tf.equal(top_tokens, EOS_ID)
+    ), cache
+
+
+def new_alive(candidates, beam_size):
+    """(`alive_seq` and `alive_log_probs` of the `beam_size` best
+    candidates that did not end, the beams they continue `[B, K]`)."""
+    log_probs, chosen = tf.math.top_k(
+        tf.where(candidates.ended, NEG_INF, candidates.log_probs), k=beam_size
+    )
+    return {
+        "alive_seq": tf.gather(candidates.seq, chosen, batch_dims=1),
+        "alive_log_probs": log_probs,
+    }, tf.gather(candidates.beams, chosen, batch_dims=1)
+
+
+def new_finished(state, candidates, beam_size, alpha):
+    """The finished slots of `state` refilled with the `beam_size` best of
+    them and the candidates that ended, by log P / length penalty."""
+    ended_scores = tf.where(
+        candidates.ended,
+        candidates.log_probs / length_penalty(state.index + 1, alpha),
+        NEG_INF,
+    )
+    scores, chosen = tf.math.top_k(
+        tf.concat([state.finished_scores, ended_scores], axis=1), k=beam_size
+    )
+    return {
+        "finished_seq": tf.gather(
+            tf.concat([state.finished_seq, candidates.seq], axis=1),
+            chosen,
+            batch_dims=1,
+        ),
+        "finished_scores": scores,
+        "finished_flags": tf.gather(
+            tf.concat([state.finished_flags, candidates.ended], axis=1),
+            chosen,
+            batch_dims=1,
+        ),
+    }
+
+
+def best_first(state, limit_penalties, beam_size):
+    """(ids `[B, K, L]`, scores `[B, K]`) of the final `state`: its
+    finished hypotheses, best first, then, for the slots no hypothesis
+    finished for, the best alive ones, scored at the length limit's
+    penalty (`limit_penalties` `[B]`)."""
+    sequences = tf.concat([state.finished_seq, state.alive_seq], axis=1)
+    scores = tf.concat(
+        [
+            state.finished_scores,
+            state.alive_log_probs / limit_penalties[:, tf.newaxis],
+        ],
+        axis=1,
+    )
+    rank = tf.concat(
+        [
+            tf.where(state.finished_flags, 0, 2),
+            tf.ones_like(state.alive_log_probs, tf.int32),
+        ],
+        axis=1,
+    )
+    order = _stable_order(rank, scores)[:, :beam_size]
+    return (
+        tf.gather(sequences, order, batch_dims=1),
+        tf.gather(scores, order, batch_dims=1),
+    )
 
 
 def _stable_order(primary, secondary):
@@ -79,7 +166,7 @@ def _stable_order(primary, secondary):
 
 
 def beam_search(
-    model,
+    model: DecodingModel,
     source_ids,
     beam_size=4,
     alpha=0.6,
@@ -100,7 +187,9 @@ def beam_search(
             beat the best (tensor2tensor's rule: the best is the same, the
             others may not be the true runners-up, and it stops sooner).
         fixed_shapes: keep every loop tensor's shape fixed, as XLA needs
-            (see the module docstring); the results are the same.
+            (`fixed_shape_loop`); else sentences leave the batch once their
+            result is final and the cache grows with the output
+            (`compacting_loop`). The results are the same.
 
     Returns:
         (ids int32 `[batch, beam_size, max_decode_length]`, each row ending
@@ -122,15 +211,32 @@ def beam_search(
     """
     batch = tf.shape(source_ids)[0]
     length = max_decode_length(model, source_ids, extra_length)
-    # Without fixed shapes, one growing cache.
-    stages = (
-        buffer_stages(model, source_ids, length, extra_length)
-        if fixed_shapes
-        else [None]
-    )
     limits = output_limits(source_ids, length, extra_length)
     # The penalty is largest at the limit (alpha >= 0).
     limit_penalties = length_penalty(limits, alpha)
+
+    def step(state):
+        """One position for every sentence of `state`, and the beams its
+        new hypotheses continue."""
+        candidates, cache = grow_alive(model, state, beam_size, fixed_shapes)
+        alive, parents = new_alive(candidates, beam_size)
+        finished = new_finished(state, candidates, beam_size, alpha)
+        # Sentences past their limit keep their hypotheses and cache rows.
+        active = state.index < tf.gather(limits, state.sentences)
+
+        def if_active(new, old):
+            return tf.where(
+                tf.reshape(active, [-1] + [1] * (new.shape.rank - 1)), new, old
+            )
+
+        return state._replace(
+            index=state.index + 1,
+            cache=cache,
+            **{
+                name: if_active(new, getattr(state, name))
+                for name, new in {**alive, **finished}.items()
+            },
+        ), if_active(parents, tf.range(beam_size)[tf.newaxis])
 
     def done(state):
         """Per sentence of `state`: whether its result is final. Log-
@@ -146,95 +252,12 @@ def beam_search(
             bar > best_alive, state.index >= tf.gather(limits, state.sentences)
         )
 
-    def step(state):
-        """One position for every sentence in `state`, and the rows of the
-        new cache's parents, `[sentences, beam_size]`."""
-        index = state.index
-        rows = tf.shape(state.alive_seq)[0]
-        # Sentences past their limit keep their state.
-        active = (index < tf.gather(limits, state.sentences))[:, tf.newaxis]
-        previous = tf.where(
-            index == 0,
-            BOS_ID,
-            tf.gather(state.alive_seq, tf.maximum(index - 1, 0), axis=2),
-        )
-        logits, cache = model.decode_step(
-            tf.reshape(previous, [-1, 1]), index, state.cache, buffered=fixed_shapes
-        )
-        vocab = tf.shape(logits)[-1]
-        log_probs = (
-            tf.reshape(
-                next_token_log_probs(logits, index == 0), [rows, beam_size, vocab]
-            )
-            + state.alive_log_probs[:, :, tf.newaxis]
-        )
-        top_log_probs, top_indices = tf.math.top_k(
-            tf.reshape(log_probs, [rows, beam_size * vocab]), k=2 * beam_size
-        )
-        top_beams = top_indices // vocab
-        top_tokens = top_indices % vocab
-        top_seq = _write_position(
-            tf.gather(state.alive_seq, top_beams, batch_dims=1), index, top_tokens
-        )
-        top_ended = tf.equal(top_tokens, EOS_ID)
-
-        alive_log_probs, chosen = tf.math.top_k(
-            tf.where(top_ended, NEG_INF, top_log_probs), k=beam_size
-        )
-        alive_seq = tf.gather(top_seq, chosen, batch_dims=1)
-        parents = tf.where(
-            active,
-            tf.gather(top_beams, chosen, batch_dims=1),
-            tf.range(beam_size)[tf.newaxis],
-        )
-
-        ended_scores = tf.where(
-            top_ended, top_log_probs / length_penalty(index + 1, alpha), NEG_INF
-        )
-        finished_scores, chosen = tf.math.top_k(
-            tf.concat([state.finished_scores, ended_scores], axis=1), k=beam_size
-        )
-        finished_seq = tf.gather(
-            tf.concat([state.finished_seq, top_seq], axis=1), chosen, batch_dims=1
-        )
-        finished_flags = tf.gather(
-            tf.concat([state.finished_flags, top_ended], axis=1), chosen, batch_dims=1
-        )
-
-        def keep_if_inactive(new, old):
-            return tf.where(
-                tf.reshape(active, [-1] + [1] * (new.shape.rank - 1)), new, old
-            )
-
-        return BeamState(
-            index + 1,
-            keep_if_inactive(alive_seq, state.alive_seq),
-            keep_if_inactive(alive_log_probs, state.alive_log_probs),
-            cache,
-            keep_if_inactive(finished_seq, state.finished_seq),
-            keep_if_inactive(finished_scores, state.finished_scores),
-            keep_if_inactive(finished_flags, state.finished_flags),
-            state.sentences,
-        ), parents
-
-    def reorder(state, parents, sentences=None):
-        """The state's cache rows taken from `parents`, for the sentences
-        at positions `sentences` of the state (default: all)."""
-        if sentences is not None:
-            parents = tf.gather(parents, sentences)
-        rows = (
-            parents
-            + beam_size
-            * (
-                tf.range(tf.shape(state.alive_seq)[0])
-                if sentences is None
-                else sentences
-            )[:, tf.newaxis]
-        )
-        return model.reorder_decode_cache(
-            state.cache, tf.reshape(rows, [-1]), sentences
-        )
-
+    # Without fixed shapes, one growing cache.
+    stages = (
+        buffer_stages(model, source_ids, length, extra_length)
+        if fixed_shapes
+        else [None]
+    )
     empty = tf.fill([batch, beam_size, length], PAD_ID)
     start = BeamState(
         index=tf.constant(0),
@@ -249,94 +272,8 @@ def beam_search(
         finished_flags=tf.zeros([batch, beam_size], tf.bool),
         sentences=tf.range(batch),
     )
-
     if fixed_shapes:
-        # Every sentence stays, so the loops do not carry `sentences`: XLA
-        # fails to compile a third loop that carries an unchanged constant
-        # (tensorflow/tensorflow#122886).
-        def fixed_step(state):
-            state, parents = step(state._replace(sentences=start.sentences))
-            return (state._replace(cache=reorder(state, parents), sentences=()),)
-
-        def fixed_cond(state, *, stage):
-            return tf.logical_and(
-                state.index < stage,
-                tf.logical_not(
-                    tf.reduce_all(done(state._replace(sentences=start.sentences)))
-                ),
-            )
-
-        state = start._replace(sentences=())
-        for stage in stages:
-            (state,) = tf.while_loop(
-                functools.partial(fixed_cond, stage=stage),
-                fixed_step,
-                [state._replace(cache=model.grow_decode_buffers(state.cache, stage))],
-            )
-        results = {name: getattr(state, name) for name in _RESULT_FIELDS}
+        state = fixed_shape_loop(model, step, done, start, stages)
     else:
-
-        def compacting_step(state, results):
-            state, parents = step(state)
-            # Every sentence's latest result, in input order.
-            results = {
-                name: tf.tensor_scatter_nd_update(
-                    value, state.sentences[:, tf.newaxis], getattr(state, name)
-                )
-                for name, value in results.items()
-            }
-            # Only the sentences whose result may still change go on.
-            going_on = tf.cast(tf.where(tf.logical_not(done(state)))[:, 0], tf.int32)
-            state = state._replace(
-                cache=reorder(state, parents, going_on),
-                **{
-                    name: tf.gather(getattr(state, name), going_on)
-                    for name in _RESULT_FIELDS + ("sentences",)
-                },
-            )
-            return state, results
-
-        results = {name: getattr(start, name) for name in _RESULT_FIELDS}
-        # Sentences leave the state's batch; its cache grows.
-        shapes = BeamState(
-            **{
-                name: tf.TensorShape([None] + value.shape[1:].as_list())
-                for name, value in start._asdict().items()
-                if name not in ("index", "cache")
-            },
-            index=start.index.shape,
-            cache=any_shape_of_rank(start.cache),
-        )
-        _, results = tf.while_loop(
-            lambda state, _: tf.logical_and(
-                state.index < length, tf.size(state.sentences) > 0
-            ),
-            compacting_step,
-            [start, results],
-            shape_invariants=[
-                shapes,
-                tf.nest.map_structure(lambda t: t.shape, results),
-            ],
-        )
-
-    # Slots no hypothesis finished for go to the best that hit the limit.
-    sequences = tf.concat([results["finished_seq"], results["alive_seq"]], axis=1)
-    scores = tf.concat(
-        [
-            results["finished_scores"],
-            results["alive_log_probs"] / limit_penalties[:, tf.newaxis],
-        ],
-        axis=1,
-    )
-    rank = tf.concat(
-        [
-            tf.where(results["finished_flags"], 0, 2),
-            tf.ones_like(results["alive_log_probs"], tf.int32),
-        ],
-        axis=1,
-    )
-    order = _stable_order(rank, scores)[:, :beam_size]
-    return (
-        tf.gather(sequences, order, batch_dims=1),
-        tf.gather(scores, order, batch_dims=1),
-    )
+        state = compacting_loop(model, step, done, start, length)
+    return best_first(state, limit_penalties, beam_size)

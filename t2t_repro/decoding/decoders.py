@@ -4,12 +4,16 @@ that they compare across decoders."""
 
 import tensorflow as tf
 
+from t2t_repro.config import DecodingOptions
 from t2t_repro.decoding.beam_search import beam_search, length_penalty
+from t2t_repro.decoding.common import DecodingModel
 from t2t_repro.decoding.greedy import greedy_decode
 from t2t_repro.layers.masks import sequence_lengths
 
 
-def _greedy_with_scores(model, source_ids, alpha, extra_length, fixed_shapes=False):
+def _greedy_with_scores(
+    model: DecodingModel, source_ids, alpha, extra_length, fixed_shapes=False
+):
     ids, log_probs = greedy_decode(
         model, source_ids, extra_length, fixed_shapes=fixed_shapes
     )
@@ -37,12 +41,12 @@ def side_by_side(search, source_ids, searches):
     return tuple(tf.concat(results, 0) for results in zip(*parts))
 
 
-def best_translation_fn(model, decoding):
+def best_translation_fn(model: DecodingModel, decoding: DecodingOptions):
     """`fn(source_ids) -> (ids [batch, length], scores [batch])` of `model`
     for `DecodingOptions`, to be called in a `tf.function`.
 
     With `decoding.jit_compile`, each of the `parallel_searches` is an XLA
-    computation of its own (fixed shapes, see `greedy_decode`), called from
+    computation of its own (fixed shapes, `fixed_shape_loop`), called from
     the graph, whose executor runs them side by side.
     """
     beam_size, alpha = decoding.beam_size, decoding.alpha
@@ -76,7 +80,9 @@ def best_translation_fn(model, decoding):
     return lambda source_ids: side_by_side(search, source_ids, searches)
 
 
-def n_best_translations(model, source_ids, beam_size, alpha, decoding):
+def n_best_translations(
+    model: DecodingModel, source_ids, beam_size, alpha, decoding: DecodingOptions
+):
     """(ids `[batch, beam_size, length]`, scores `[batch, beam_size]`),
     best first, for `beam_size` and `alpha` tensors (a serving request's)
     and the rest of `DecodingOptions`."""

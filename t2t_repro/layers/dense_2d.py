@@ -1,4 +1,4 @@
-"""Dense projections of sequences as one 2-D matmul."""
+"""Projections of sequences as one 2-D matmul."""
 
 import tensorflow as tf
 
@@ -6,9 +6,11 @@ import tensorflow as tf
 def dense_2d(dense, x):
     """Applies `dense` to `[..., width]` via a `[rows, width]` matmul.
 
-    TensorFlow's broadcasting 3-D x 2-D matmul goes through tensordot's
-    reshapes and transposes, and oneDNN's fused 2-D MatMul(+BiasAdd) is
-    the fast path on a CPU, so sequences are flattened first.
+    `dense` maps `[rows, width]` to `[rows, units]`: a Keras Dense layer,
+    or a function such as the tied output projection's matmul. TensorFlow's
+    broadcasting 3-D x 2-D matmul goes through tensordot's reshapes and
+    transposes, and oneDNN's fused 2-D MatMul(+BiasAdd) is the fast path on
+    a CPU, so sequences are flattened first.
     """
     shape = tf.shape(x)
     flat = tf.reshape(x, [-1, x.shape[-1]])

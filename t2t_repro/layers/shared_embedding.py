@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from t2t_repro.layers.dense_2d import dense_2d
+
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class SharedEmbedding(keras.layers.Layer):
@@ -55,10 +57,7 @@ class SharedEmbedding(keras.layers.Layer):
 
     def project(self, x, float32_logits=True):
         table = tf.cast(tf.convert_to_tensor(self.embeddings), x.dtype)
-        shape = tf.shape(x)
-        # A 2-D matmul: ~3x faster than the broadcasting 3-D one on CPU.
-        logits = tf.matmul(tf.reshape(x, [-1, self.d_model]), table, transpose_b=True)
-        logits = tf.reshape(logits, tf.concat([shape[:-1], [-1]], 0))
+        logits = dense_2d(lambda rows: tf.matmul(rows, table, transpose_b=True), x)
         return tf.cast(logits, tf.float32) if float32_logits else logits
 
     def get_config(self):

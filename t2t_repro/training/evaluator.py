@@ -11,8 +11,8 @@ from absl import logging
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data import pipeline
 from t2t_repro.data.vocabulary import make_tokenizer
-from t2t_repro.evaluation import sacrebleu_metric
-from t2t_repro.inference import Translator
+from t2t_repro.evaluation import corpus_bleu, sacrebleu_metric, translate_pairs
+from t2t_repro.inference.translators import ModelTranslator
 from t2t_repro.parsing import score_parses, tree_of_linearisation
 from t2t_repro.training.losses import evaluation_stats
 from t2t_repro.visualization import (
@@ -88,7 +88,7 @@ class DevEvaluator:
         # evaluation ("SentencepieceResource does not exist").
         self.tokenizer = make_tokenizer(self.vocab_proto)
         self._model = model
-        self._translator = Translator(model, self.tokenizer, self.decoding)
+        self._translator = ModelTranslator(model, self.tokenizer, self.decoding)
 
         @tf.function(reduce_retracing=True)
         def batch_loss(batch):
@@ -124,19 +124,16 @@ class DevEvaluator:
         dev_pairs = self.dev_pairs
         if self.options.dev_bleu_sentences:
             dev_pairs = dev_pairs.take(self.options.dev_bleu_sentences)
-        pairs = list(dev_pairs.as_numpy_iterator())
-        sources = [s.decode("utf-8") for s, _ in pairs]
-        references = [t.decode("utf-8") for _, t in pairs]
         # Sentences done of the total and their rate on stderr: a long dev
         # set would otherwise hold training up without a word.
-        return sources, references, self._translator.translate(sources, progress=True)
+        return translate_pairs(self._translator, dev_pairs, progress=True)
 
     def bleu(self, hypotheses, references):
         """(sacreBLEU, its signature) of the dev translations (tests replace
         it to script the scores that early stopping and best checkpoints
         see)."""
-        score = self._bleu_metric.corpus_score(hypotheses, [references]).score
-        return score, str(self._bleu_metric.get_signature())
+        bleu, signature = corpus_bleu(self._bleu_metric, hypotheses, references)
+        return bleu.score, signature
 
     def _write_attention_images(self, model, sentence):
         """The last layer's heads on `sentence` (the first dev sentence,

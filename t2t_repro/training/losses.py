@@ -121,18 +121,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         return {**super().get_config(), "smoothing": self.smoothing}
 
 
-def smoothed_cross_entropy(labels, logits, smoothing):
-    """Mean label-smoothed cross-entropy per real target token
-    (`LabelSmoothedCrossEntropy` as a function)."""
-    return LabelSmoothedCrossEntropy(smoothing)(labels, logits)
-
-
 def evaluation_stats(labels, logits, smoothing):
     """(summed label-smoothed cross-entropy, summed negative log-likelihood,
     real-token count), float32 scalars, in one pass over the logits. Not
-    XLA-compiled: a dev evaluation meets each batch shape once, and
-    compiling them (about 5 s for Multi30k's dev set) cost more than the
-    fused passes save."""
+    XLA-compiled: a dev evaluation meets each batch shape once, so
+    compiling every shape costs more than the fused passes save."""
     log_partition, label_logit, mean_logit = _log_partition_label_mean(
         labels, tf.cast(logits, tf.float32)
     )

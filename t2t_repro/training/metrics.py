@@ -1,10 +1,8 @@
 """The training metrics between two log lines: accumulated from the
 compiled step's outputs without host syncs, then logged (with the step
-count and an ETA) and written to TensorBoard; and the progress bar shown
-on a terminal."""
+count and an ETA) and written to TensorBoard. The bar shown on a terminal
+is `t2t_repro.progress.Progress`, which translation shows too."""
 
-import logging as python_logging
-import sys
 import time
 
 import numpy as np
@@ -85,55 +83,3 @@ def write_metrics(metrics, step, train_steps, writer):
         for name, value in metrics.items():
             tf.summary.scalar(name, value)
     logging.info("%s", log_line(metrics, step, train_steps))
-
-
-class ProgressBar:
-    """The run's steps as a tqdm bar on `stream` (stderr) if it is a
-    terminal; a log file or CI gets the log lines alone. A log record
-    clears the bar before the root logger's handlers (absl's, in the
-    tools) write it, so that the line is not written into the bar; the
-    next step redraws it.
-
-    tqdm comes with tensorflow-datasets and nltk, both dependencies.
-    """
-
-    def __init__(self, train_steps, step, stream=None):
-        stream = stream or sys.stderr
-        self._bar = None
-        if not stream.isatty():
-            return
-        from tqdm import tqdm
-
-        self._bar = tqdm(
-            total=train_steps,
-            initial=step,
-            unit="step",
-            file=stream,
-            dynamic_ncols=True,
-        )
-        self._clear_first = _ClearBefore(self._bar)
-        self._handlers = list(python_logging.getLogger().handlers)
-        for handler in self._handlers:
-            handler.addFilter(self._clear_first)
-
-    def advance(self):
-        if self._bar is not None:
-            self._bar.update()
-
-    def close(self):
-        if self._bar is not None:
-            for handler in self._handlers:
-                handler.removeFilter(self._clear_first)
-            self._bar.close()
-
-
-class _ClearBefore(python_logging.Filter):
-    """Clears `bar` before each record is written; filters nothing out."""
-
-    def __init__(self, bar):
-        super().__init__()
-        self.bar = bar
-
-    def filter(self, record):
-        self.bar.clear()
-        return True

@@ -1,13 +1,13 @@
 """Choosing the training precision: `--mixed_precision=auto`.
 
-A 16-bit format pays only where the hardware multiplies it natively: CPUs
-with avx512_bf16 ran bf16 matmuls anywhere from 0.5x to 3x fp32, and AMX
-4x, although several reported the same flags; GPUs before Ampere have no
-bf16 and some have no fast fp16. So "auto" measures instead of trusting
-flags or device names: it times a 1024^3 matmul per precision on the
-device that will train (about 0.3 s) and picks the first of bf16 (no loss
-scaling needed) and, on a GPU, fp16 (with loss scaling) that is clearly
-faster than float32.
+A 16-bit format pays only where the hardware multiplies it natively, and
+CPU flags do not tell: CPUs that report the same avx512_bf16 flag run bf16
+matmuls slower or several times faster than fp32 (docs/performance.md),
+and GPUs before Ampere have no bf16 and some have no fast fp16. So "auto"
+measures instead of trusting flags or device names: it times a 1024^3
+matmul per precision on the device that will train (about 0.3 s) and
+picks the first of bf16 (no loss scaling needed) and, on a GPU, fp16
+(with loss scaling) that is clearly faster than float32.
 """
 
 import time
@@ -15,7 +15,7 @@ import time
 from absl import logging
 
 # Keras dtype policy of each resolved --mixed_precision value.
-POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 # bf16 must beat fp32 matmuls by this much: the rest of a training step
 # (casts, float32 softmax/LayerNorm/loss) gains less than the matmuls.
 _REQUIRED_SPEEDUP = 1.3
@@ -80,7 +80,7 @@ def _measured_choice():
             for precision, speedup in speedups.items()
             if speedup >= _REQUIRED_SPEEDUP
         ),
-        "none",
+        "fp32",
     )
     measured = ", ".join(
         f"{precision} matmuls run {speedup:.2f}x fp32"
@@ -93,12 +93,12 @@ def _measured_choice():
 
 
 def resolve_precision(requested, model_dir=None):
-    """ "none", "bf16" or "fp16" for `requested` (one of config.PRECISIONS).
+    """ "fp32", "bf16" or "fp16" for `requested` (one of config.PRECISIONS).
 
     "auto" keeps the choice a run in `model_dir` started with, so that a
     resumed run does not switch precision on a machine near the threshold.
     """
-    from t2t_repro.checkpoints import RunDir
+    from t2t_repro.run_dir import RunDir
 
     if requested != "auto":
         return requested

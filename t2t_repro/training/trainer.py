@@ -1,4 +1,7 @@
-"""The training loop: distributed, accumulating, checkpointed, logged."""
+"""The training loop: a `Trainer` is handed its model, optimizer,
+checkpoint manager, input and evaluator (`prepare_run` builds them for a
+run directory) and trains them to `train_steps`: checkpointed, logged,
+stoppable by a signal, evaluated on the dev set."""
 
 import contextlib
 import dataclasses
@@ -7,270 +10,89 @@ import shutil
 import signal
 import time
 
-import keras
 import tensorflow as tf
 from absl import logging
 from tensorboard.plugins.hparams import api as hparams_api
 
-from t2t_repro.best_checkpoints import BestCheckpoints
-from t2t_repro.checkpoints import (
-    RunDir,
-    checkpoint_step,
-    holds,
-    model_checkpoint,
-    remove_unfinished_checkpoint,
-)
-from t2t_repro.config import ConfigError
-from t2t_repro.data import pipeline
-from t2t_repro.files import file_error_cause, sha256_of
-from t2t_repro.model import Transformer
+from t2t_repro.checkpoints import checkpoint_step, remove_unfinished_checkpoint
+from t2t_repro.files import file_error_cause
+from t2t_repro.progress import Progress
 from t2t_repro.training import TrainingError, distribution
-from t2t_repro.training.losses import smoothed_cross_entropy_stats
-from t2t_repro.training.metrics import IntervalMetrics, ProgressBar, write_metrics
-from t2t_repro.training.precision import POLICIES, resolve_precision
-from t2t_repro.training.schedule import TransformerSchedule, paper_adam
-
-_SUM = tf.distribute.ReduceOp.SUM
-
-
-@contextlib.contextmanager
-def _global_dtype_policy(policy):
-    """Layers built inside take `policy`; the process default is restored
-    after, so models built later (decoders, tools, tests) are unaffected."""
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(policy)
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
-
-
-def data_identity(sources):
-    """{split: [identity of each of its files or TFDS split]} of `sources`
-    ({split: Corpus or None}; None gives None), for training.json to tell
-    whether a resumed run reads the data it started on. A file's identity
-    is its path, size and SHA-256, which costs a read of it (once a start);
-    a TFDS split's, the builder's name, the split and its version."""
-    if sources is None:
-        return None
-    identities = {}
-    for split, corpus in sources.items():
-        if corpus is None:
-            continue
-        # The sources in Corpus.pairs's order of precedence.
-        paths = [
-            path
-            for path in (corpus.trees_path, corpus.source_path, corpus.target_path)
-            if path
-        ]
-        if paths:
-            identities[split] = [
-                {
-                    "path": path,
-                    "size": tf.io.gfile.stat(path).length,
-                    "sha256": sha256_of(path),
-                }
-                for path in paths
-            ]
-        else:
-            import tensorflow_datasets as tfds
-
-            builder = tfds.builder(corpus.tfds_name, data_dir=corpus.tfds_data_dir)
-            identities[split] = [
-                {
-                    "tfds": corpus.tfds_name,
-                    "split": corpus.tfds_split,
-                    "version": str(builder.version),
-                }
-            ]
-    return identities
-
-
-@tf.function
-def _advance(iterator, count):
-    for _ in tf.range(count):
-        iterator.get_next()
+from t2t_repro.training.metrics import IntervalMetrics, write_metrics
+from t2t_repro.training.step import TrainStep
 
 
 class Trainer:
-    """Trains a `Transformer` under a `tf.distribute` strategy.
-
-    Each step reads `accum_steps` micro-batches per replica, sums their
-    label-smoothed loss gradients, divides by the number of real target
-    tokens over all replicas and micro-batches, and applies one Adam update:
-    the result does not depend on the replica count. Each worker reads one
-    plain tf.data pipeline (tf.distribute's own iterators cannot be saved)
-    and hands each of its replicas its own batches. Checkpoints hold the
-    model and optimizer and the chief's input iterator (its shuffle buffer
-    included); every other worker saves its iterator beside them under
-    `input/worker-K/`. So a resume continues each data stream where it
-    stopped, at a cost that does not grow with the step. With checkpoints
-    that predate this, or after `allow_option_changes`, the deterministic
-    pipeline is rebuilt and skips the batches already consumed. Either way
-    a resumed run follows the same trajectory as an uninterrupted one.
+    """Trains `model` under a `tf.distribute` strategy (see `TrainStep` for
+    what a step computes).
 
     A step whose loss or gradient norm is not finite applies no update;
     `max_nonfinite` such steps in a row stop training with a
-    `TrainingError`, and weights that are not finite are never saved.
+    `TrainingError`, and weights that are not finite are never saved. A
+    SIGTERM or SIGINT checkpoints and stops (`interrupted_by`); a second
+    one exits at once.
 
-    `data_sources` ({"train": Corpus, "dev": Corpus or None}) are where the
-    pairs come from: training.json records their identity (see
-    `data_identity`), and a resume on changed data is refused unless
-    `allow_option_changes`. A corrupt newest checkpoint is set aside and
-    the run resumes from the newest intact one.
+    Args:
+        model: a `Transformer`, built in `strategy`'s scope.
+        optimizer: its optimizer, built for its trainable variables in that
+            scope.
+        schedule: the optimizer's learning-rate schedule (logged).
+        manager: the `tf.train.CheckpointManager` of the run's checkpoints,
+            whose checkpoint holds the model, the optimizer and the step
+            counters `global_step`, `train_seconds` and `tokens_seen`
+            (`prepare.training_checkpoint`); on a non-chief worker, one
+            that saves where nobody reads, since every worker must take
+            part in saving.
+        strategy: the `tf.distribute` strategy.
+        options: the run's `TrainingOptions`.
+        best: the run's `BestCheckpoints`, which records each dev BLEU.
+        input_state: this worker's `InputState`, or None for a trainer
+            whose caller feeds batches to `compile_step`'s step.
+        evaluator: a `DevEvaluator` run every `eval_every` steps, or None.
+        lock: what `train` lets go of when it returns or raises (the run
+            directory's lock, taken by `prepare_run`).
     """
 
     def __init__(
         self,
-        model_config,
-        options,
+        model,
+        optimizer,
+        schedule,
+        manager,
         strategy,
-        vocab_proto,
-        train_pairs,
+        options,
+        best,
+        input_state=None,
         evaluator=None,
-        data_sources=None,
+        lock=None,
     ):
-        self.config = model_config
-        # "auto" becomes the precision this run trains in (and records).
-        options = dataclasses.replace(
-            options,
-            mixed_precision=resolve_precision(
-                options.mixed_precision, options.model_dir
-            ),
-        )
-        self.options = options
+        self.model = model
+        self.optimizer = optimizer
+        self.schedule = schedule
+        self.manager = manager
         self.strategy = strategy
-        self.train_pairs = train_pairs
-        # A `DevEvaluator` run every `eval_every` steps, or None.
+        self.options = options
+        self.best = best
+        self.input_state = input_state
         self.evaluator = evaluator
+        self.lock = lock or contextlib.nullcontext()
         self.is_chief = distribution.is_chief(strategy)
-        self.run_dir = RunDir(options.model_dir)
-        # The signal that interrupted training, if one did.
-        self.interrupted_by = None
-        data_order_changed = []
-        if self.is_chief:
-            # Held until `train` returns.
-            self.run_dir.lock_for_training()
-            try:
-                # Before any restore, so a changed config is named, not
-                # reported as a variable shape mismatch.
-                self.run_dir.save_config(model_config)
-                self.run_dir.save_vocabulary(vocab_proto)
-                data_order_changed = self.run_dir.save_training_options(
-                    options,
-                    strategy.num_replicas_in_sync,
-                    options.allow_option_changes,
-                    data_identity(data_sources),
-                )
-            except Exception:
-                self.run_dir.release_training_lock()
-                raise
-        keras.utils.set_random_seed(options.seed)
-        from t2t_repro.data.vocabulary import make_tokenizer, vocab_size_of
-
-        pieces = vocab_size_of(vocab_proto)
-        if model_config.vocab_size != pieces:
-            raise ConfigError(
-                f"model vocab_size={model_config.vocab_size} but the "
-                f"SentencePiece vocabulary has {pieces} pieces: the "
-                "decoder would emit ids the vocabulary cannot detokenize"
-            )
-        self.tokenizer = make_tokenizer(vocab_proto)
-        self._training_tokenizer = make_tokenizer(
-            vocab_proto, sampling=options.subword_sampling
-        )
-        with strategy.scope():
-            with _global_dtype_policy(POLICIES[options.mixed_precision]):
-                self.model = Transformer(model_config, name="transformer")
-            self.schedule = TransformerSchedule(
-                model_config.d_model,
-                options.warmup_steps,
-                options.learning_rate_scale,
-                options.cooldown_steps,
-                options.train_steps,
-            )
-            self.optimizer = paper_adam(self.schedule, options.weight_decay)
-            if options.mixed_precision == "fp16":
-                self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
-            # Keras 3 optimizers must be built inside the scope before the
-            # first compiled step (see shared/NOTES.md).
-            self.optimizer.build(self.model.trainable_variables)
-        # Counts steps taken, including fp16 steps the loss scaler skipped
-        # (they consumed data but not `optimizer.iterations`).
-        self.global_step = tf.Variable(
-            0, dtype=tf.int64, trainable=False, name="global_step"
-        )
-        # Wall-clock seconds spent training and real (non-pad) source +
-        # target tokens trained on, over all sessions of the run.
-        self.train_seconds = tf.Variable(
-            0.0, dtype=tf.float64, trainable=False, name="train_seconds"
-        )
-        self.tokens_seen = tf.Variable(
-            0, dtype=tf.int64, trainable=False, name="tokens_seen"
-        )
-        self.checkpoint = model_checkpoint(
-            self.model,
-            optimizer=self.optimizer,
-            global_step=self.global_step,
-            train_seconds=self.train_seconds,
-            tokens_seen=self.tokens_seen,
-        )
-        self._input_context = distribution.input_context(strategy)
-        # Each step reads accum_steps batches for each of this worker's
+        checkpoint = manager.checkpoint
+        # Steps taken, including fp16 steps the loss scaler skipped (they
+        # consumed data but not `optimizer.iterations`); wall-clock seconds
+        # spent training and real (non-pad) source + target tokens trained
+        # on, over all sessions of the run.
+        self.global_step = checkpoint.global_step
+        self.train_seconds = checkpoint.train_seconds
+        self.tokens_seen = checkpoint.tokens_seen
+        context = distribution.input_context(strategy)
+        # A step reads accum_steps batches for each of this worker's
         # replicas, in that order.
         self.local_replicas = (
-            strategy.num_replicas_in_sync // self._input_context.num_input_pipelines
+            strategy.num_replicas_in_sync // context.num_input_pipelines
         )
-        # This worker's plain tf.data iterator, or None without
-        # `train_pairs` (its caller then feeds batches to the compiled step).
-        self.input_iterator = None
-        # Where the iterator's state is saved: the model checkpoint on the
-        # chief, its own checkpoints on another worker.
-        input_checkpoint = self.checkpoint
-        self._input_manager = None
-        if train_pairs is not None:
-            self.input_iterator = iter(self._dataset_fn(self._input_context))
-            if not self.is_chief:
-                input_checkpoint = tf.train.Checkpoint()
-                self._input_manager = self.run_dir.input_checkpoint_manager(
-                    input_checkpoint,
-                    options.keep_checkpoints,
-                    self._input_context.input_pipeline_id,
-                )
-            # A changed pipeline cannot take the old one's state. Only the
-            # chief knows whether the order changed; other workers replay
-            # whenever changes are allowed (replaying the same pipeline
-            # gives the same state, so the workers stay consistent).
-            if not (
-                data_order_changed
-                or (options.allow_option_changes and not self.is_chief)
-            ):
-                input_checkpoint.input = self.input_iterator
-        # Every worker resumes from the chief's checkpoint (the shared
-        # model_dir), or workers would resume at different steps with
-        # different weights; the chief sets the corrupt ones aside before
-        # its manager reads the checkpoint list.
-        restored = self.run_dir.checkpoint_to_resume(set_aside=self.is_chief)
-        # A non-chief worker's manager saves where nobody reads.
-        self.manager = self.run_dir.checkpoint_manager(
-            self.checkpoint,
-            options.keep_checkpoints,
-            worker=None if self.is_chief else strategy.cluster_resolver.task_id,
-        )
-        # Every worker keeps the dev history (early stopping must agree);
-        # only the chief keeps checkpoints. Read before the restore, so that
-        # a damaged record is named before anything else can fail.
-        self.best = BestCheckpoints(
-            self.run_dir.path if self.is_chief else self.manager.directory + "_dev",
-            options.keep_best if self.is_chief else 0,
-            model_checkpoint(self.model),
-        )
-        if restored:
-            self.checkpoint.restore(restored)
-            logging.info("resumed from %s at step %d", restored, self.step)
-        if restored and self.input_iterator is not None:
-            self._restore_input(restored, input_checkpoint)
-        self.best.forget_after(self.step)
+        # The signal that interrupted training, if one did.
+        self.interrupted_by = None
         self._train_writer = self._writer("train")
         self._dev_writer = self._writer("dev")
 
@@ -281,182 +103,23 @@ class Trainer:
     def _writer(self, name):
         if not self.is_chief:
             return tf.summary.create_noop_writer()
-        return tf.summary.create_file_writer(self.run_dir.file(name))
+        return tf.summary.create_file_writer(os.path.join(self.options.model_dir, name))
 
-    # Input -------------------------------------------------------------
-
-    def _restore_input(self, restored, input_checkpoint):
-        """Brings the input iterator to where the run `restored` from
-        stopped: from its saved state, or by replaying the pipeline."""
-        saved = restored
-        if self._input_manager is not None:
-            saved = os.path.join(
-                self._input_manager.directory, os.path.basename(restored)
-            )
-            if not tf.io.gfile.exists(saved + ".index"):
-                saved = None
-        if saved and hasattr(input_checkpoint, "input") and holds(saved, "input"):
-            if input_checkpoint is not self.checkpoint:
-                input_checkpoint.restore(saved).assert_existing_objects_matched()
-            return
-        logging.info(
-            "%s holds no input state: skipping the %d batches already consumed",
-            saved or restored,
-            self._consumed(),
-        )
-        # Read and dropped in a graph loop rather than by Dataset.skip,
-        # which would make this pipeline's saved state unreadable by the
-        # next resume's (skip-free) one.
-        _advance(self.input_iterator, self._consumed())
-        input_checkpoint.input = self.input_iterator
-
-    def _consumed(self):
-        """Batches this worker's input pipeline has yielded up to this
-        step."""
-        return self.step * self.options.accum_steps * self.local_replicas
-
-    def _dataset_fn(self, input_context):
-        """One input pipeline's batches, from the start of the stream."""
-        pairs = self.train_pairs
-        if input_context.num_input_pipelines > 1:
-            pairs = pairs.shard(
-                input_context.num_input_pipelines, input_context.input_pipeline_id
-            )
-        return pipeline.training_batches(
-            pairs,
-            self._training_tokenizer,
-            batch_tokens=max(
-                1, self.options.batch_tokens // input_context.num_replicas_in_sync
-            ),
-            max_length=self.config.max_length,
-            overlong=self.options.overlong,
-            shuffle_buffer=self.options.shuffle_buffer,
-            seed=self.options.seed,
-        )
-
-    # Compiled step -----------------------------------------------------
-
-    def _micro_batch_gradients(self, source, target_input, target_output):
-        variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
-            logits = self.model(
-                (source, target_input), training=True, float32_logits=False
-            )
-            loss_sum, count, correct = smoothed_cross_entropy_stats(
-                target_output, logits, self.options.label_smoothing
-            )
-            # Identity unless the optimizer is fp16's LossScaleOptimizer.
-            scaled = self.optimizer.scale_loss(loss_sum)
-        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(scaled, variables)]
-        return gradients, loss_sum, count, correct
-
-    def _replica_step(self, batches, micro_batch_gradients):
-        context = tf.distribute.get_replica_context()
-        # This worker's batches are ordered micro-batch by micro-batch, each
-        # with one batch per local replica; this replica takes its own.
-        local_replica = (
-            tf.get_static_value(context.replica_id_in_sync_group) % self.local_replicas
-        )
-        micro_batches = batches[local_replica :: self.local_replicas]
-        gradients = None
-        totals = {
-            "loss_sum": 0.0,
-            "target_tokens": 0.0,
-            "correct": 0.0,
-            "real_tokens": 0.0,
-            "padded_tokens": 0.0,
-        }
-        for (source, target_input), target_output in micro_batches:
-            grads, loss_sum, count, correct = micro_batch_gradients(
-                source, target_input, target_output
-            )
-            gradients = (
-                grads
-                if gradients is None
-                else [a + b for a, b in zip(gradients, grads)]
-            )
-            totals["loss_sum"] += loss_sum
-            totals["target_tokens"] += count
-            totals["correct"] += correct
-            real, padded = pipeline.real_and_padded_tokens(source, target_output)
-            totals["real_tokens"] += real
-            totals["padded_tokens"] += padded
-        global_tokens = context.all_reduce(_SUM, totals["target_tokens"])
-        replicas = tf.cast(context.num_replicas_in_sync, tf.float32)
-        # The optimizer sums gradients over replicas again, and these are
-        # summed already (so that the norm below is the global one), hence
-        # the division by the replica count too, in the same pass (exactly
-        # as dividing twice when the count is a power of two).
-        gradients = context.all_reduce(
-            _SUM, [g / (tf.maximum(global_tokens, 1.0) * replicas) for g in gradients]
-        )
-        # Before the update, which may change the fp16 loss scale.
-        totals["grad_norm"] = tf.linalg.global_norm(
-            gradients
-        ) / self.optimizer.scale_loss(1.0)
-        # All-reduced values, so every replica takes the same decision.
-        finite = tf.math.is_finite(context.all_reduce(_SUM, totals["loss_sum"]))
-        if self.options.mixed_precision != "fp16":
-            # (fp16's LossScaleOptimizer skips overflowing gradients and
-            # lowers its scale by itself.)
-            finite &= tf.math.is_finite(totals["grad_norm"])
-        self._apply_if(finite, gradients)
-        # Summed over replicas by the step: 1 per skipped step.
-        totals["nonfinite"] = (1.0 - tf.cast(finite, tf.float32)) / replicas
-        return totals
-
-    def _apply_if(self, finite, gradients):
-        """Applies `gradients` if `finite` (identical on every replica).
-
-        The update calls merge_call, which a cond in replica context cannot
-        contain, so (as in Keras' LossScaleOptimizer) the cond runs in
-        cross-replica context.
-        """
-        variables = self.model.trainable_variables
-
-        def apply(replica_gradients):
-            self.optimizer.apply_gradients(zip(replica_gradients, variables))
-
-        def skip():
-            pass
-
-        def cross_replica(strategy, finite, gradients):
-            finite = strategy.experimental_local_results(finite)[0]
-            tf.cond(
-                finite,
-                lambda: strategy.extended.call_for_each_replica(
-                    apply, args=(gradients,)
-                ),
-                skip,
-            )
-
-        tf.distribute.get_replica_context().merge_call(
-            cross_replica, args=(finite, gradients)
-        )
-
-    def _compile_step(self, element_spec):
-        micro_batch_gradients = self._micro_batch_gradients
-        if self.options.jit_compile:
-            micro_batch_gradients = tf.function(micro_batch_gradients, jit_compile=True)
-
-        def step(batches):
-            per_replica = self.strategy.run(
-                self._replica_step, args=(batches, micro_batch_gradients)
-            )
-            self.global_step.assign_add(1)
-            totals = {
-                name: self.strategy.reduce(_SUM, value, axis=None)
-                for name, value in per_replica.items()
-            }
-            self.tokens_seen.assign_add(tf.cast(totals["real_tokens"], tf.int64))
-            return totals
-
-        return tf.function(
-            step,
-            input_signature=[
-                tuple([element_spec] * self.options.accum_steps * self.local_replicas)
-            ],
-        )
+    def compile_step(self, element_spec):
+        """The compiled training step (`TrainStep.compile`) for batches of
+        `element_spec`: called with a tuple of
+        `accum_steps * local_replicas` batches, it updates the model once
+        and returns the step's totals. `train` calls it on the input's
+        batches; benchmarks and tests feed it batches of their own."""
+        return TrainStep(
+            self.model,
+            self.optimizer,
+            self.strategy,
+            self.options,
+            self.local_replicas,
+            self.global_step,
+            self.tokens_seen,
+        ).compile(element_spec)
 
     # Loop --------------------------------------------------------------
 
@@ -475,15 +138,11 @@ class Trainer:
         )
 
     def train(self):
-        """Trains to `train_steps`; returns the final step. Releases the
-        run directory's lock (another trainer may take it over) when it
-        returns or raises."""
-        if self.is_chief:
-            self.run_dir.lock_for_training()
-        try:
+        """Trains to `train_steps`; returns the final step. Lets go of
+        `lock` (another trainer may take the run over) when it returns or
+        raises."""
+        with self.lock:
             return self._train()
-        finally:
-            self.run_dir.release_training_lock()
 
     def _train(self):
         options = self.options
@@ -497,10 +156,10 @@ class Trainer:
                 options.patience,
             )
             return self.step
-        iterator = self.input_iterator
-        batches_per_step = self.options.accum_steps * self.local_replicas
         # Kept, so that tests can count its traces (one per run).
-        self.train_step = train_step = self._compile_step(iterator.element_spec)
+        self.train_step = train_step = self.compile_step(
+            self.input_state.iterator.element_spec
+        )
         self._write_hparams()
         previous = {
             sig: signal.signal(sig, self._request_stop)
@@ -510,14 +169,15 @@ class Trainer:
         nonfinite_in_a_row = 0
         self._session_start = time.perf_counter()
         self._session_start_seconds = float(self.train_seconds.numpy())
-        progress = ProgressBar(options.train_steps, self.step)
+        # Off a terminal the log lines say how far the run got.
+        progress = Progress(
+            options.train_steps, "trained", "steps", self.step, interval=None
+        )
         try:
             while self.step < options.train_steps and self.interrupted_by is None:
-                outputs = train_step(
-                    tuple(next(iterator) for _ in range(batches_per_step))
-                )
+                outputs = train_step(self.input_state.next_batches())
                 interval.add(outputs)
-                progress.advance()
+                progress.update()
                 step = self.step
                 nonfinite_in_a_row = (
                     nonfinite_in_a_row + 1 if outputs["nonfinite"] > 0 else 0
@@ -595,9 +255,8 @@ class Trainer:
                 f"not saved; the last good checkpoint is {latest}"
             )
         try:
-            if self._input_manager is not None:
-                # Before the model checkpoint, which a resume starts from.
-                self._input_manager.save(checkpoint_number=self.step)
+            if self.input_state is not None:
+                self.input_state.save(self.step)
             path = self.manager.save(checkpoint_number=self.step)
         except (
             OSError,
@@ -632,7 +291,7 @@ class Trainer:
         if not self.is_chief:
             return
         values = {
-            **dataclasses.asdict(self.config),
+            **dataclasses.asdict(self.model.config),
             **{
                 k: v
                 for k, v in dataclasses.asdict(self.options).items()

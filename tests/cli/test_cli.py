@@ -13,8 +13,12 @@ from importlib import metadata
 import pytest
 
 from helpers.processes import REPO, quiet_environment
-from t2t_repro.cli.flags import flag_name
-from t2t_repro.config import DecodingOptions, TrainingOptions, TransformerConfig
+from t2t_repro.config import (
+    DecodingOptions,
+    TrainingOptions,
+    TransformerConfig,
+    flag_name,
+)
 
 TOOLS = {  # tool module: flags its --help must list
     "train": [
@@ -37,7 +41,7 @@ TOOLS = {  # tool module: flags its --help must list
         "--decode_batch_tokens",
         "--model_dir",
     ],
-    "export": ["--export_dir", "--version", "--export_jit_compile", "--beam_size"],
+    "export": ["--export_dir", "--version", "--decode_jit_compile", "--beam_size"],
     "average": ["--num_checkpoints", "--select", "--output_dir"],
     "attention": ["--sentence", "--layers", "--heads", "--output_prefix"],
     "summary": ["--d_model", "--vocab_size", "--pre_norm"],

@@ -2,16 +2,24 @@
 flags under its name, then "Checkpoints and run directory", "Data",
 "Model", "Training", "Fine-tuning", "Decoding", "Serving limits"; the same
 flags, each written as absl writes it, as absl's short help listed
-alphabetically under one heading."""
+alphabetically under one heading. The options that decide the data order
+are listed alike by --allow_option_changes' help and docs/training.md."""
 
 import dataclasses
+import os
 import re
 
 import pytest
 
-from helpers.processes import run_python
-from t2t_repro.cli.flags import flag_name
-from t2t_repro.config import DecodingOptions, TrainingOptions, TransformerConfig
+from helpers.processes import REPO, run_python
+from t2t_repro.config import (
+    DATA_ORDER_OPTIONS,
+    DecodingOptions,
+    TrainingOptions,
+    TransformerConfig,
+    flag_name,
+    help_of,
+)
 
 RUN_DIR = "Checkpoints and run directory"
 # An entry's first line: "  --name: help", "  --[no]name: ...", "  -h,--...".
@@ -158,3 +166,22 @@ def test_help_lists_the_flags_it_read_before_grouped_by_topic(tool):
     assert listed == _absl_entries(tool)
     if tool == "eval":  # the flags t2t-eval reads, and no training flag
         assert set(listed) == set(topics)
+
+
+def test_the_help_and_the_docs_list_the_data_order_options():
+    *settings, replicas = DATA_ORDER_OPTIONS
+    assert replicas == "replicas"  # training.json's replica count
+    flags = [f"--{name}" for name in settings]
+    [allow] = [
+        field
+        for field in dataclasses.fields(TrainingOptions)
+        if field.name == "allow_option_changes"
+    ]
+    assert help_of(allow).startswith(
+        f"Resume even if {', '.join(flags)} or the replica count changed "
+    )
+    with open(os.path.join(REPO, "docs", "training.md"), encoding="utf-8") as handle:
+        page = " ".join(handle.read().split())
+    [listed] = re.findall(r"changes the data order \(([^)]*)\)", page)
+    assert re.findall(r"`(--\w+)`", listed) == flags
+    assert listed.endswith(" or the replica count")

@@ -13,9 +13,9 @@ import tensorflow as tf
 from helpers.margins import teacher_forced_margins
 from helpers.processes import run_python
 from helpers.toy_run import toy_pairs
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.checkpoints import load_model
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, DecodingOptions
-from t2t_repro.inference import Scorer
+from t2t_repro.inference.scoring import Scorer
 from t2t_repro.serving import export_saved_model
 from t2t_repro.training.losses import evaluation_stats
 
@@ -73,7 +73,7 @@ def scored(toy_run_dir, tmp_path_factory):
 def model_and_pieces(toy_run_dir):
     """The toy model, and its vocabulary in the Python SentencePiece
     library (not the tf-text op the tool tokenizes with)."""
-    model, proto, _ = RunDir(toy_run_dir).load_model()
+    model, proto, _ = load_model(toy_run_dir)
     return model, spm.SentencePieceProcessor(model_proto=proto)
 
 

@@ -11,10 +11,12 @@ import tensorflow as tf
 from helpers.processes import run_python
 from helpers.toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
 from helpers.vocab_for_tests import tiny_vocab
-from t2t_repro.checkpoints import RunDir, model_checkpoint
+from t2t_repro.averaging import average_checkpoints
+from t2t_repro.checkpoints import checkpoint_manager, load_model, model_checkpoint
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.evaluation import paper_tokenized, split_compounds
 from t2t_repro.model import Transformer
+from t2t_repro.run_dir import RunDir
 from t2t_repro.visualization import attention_maps, plot_attention, plot_attention_lines
 
 
@@ -74,22 +76,22 @@ def test_average_of_known_weights_is_exact(tmp_path):
     RunDir(str(run)).save_config(SMALL)
     RunDir(str(run)).save_vocabulary(tiny_vocab())
     model = Transformer(SMALL, name="transformer")
-    manager = RunDir(str(run)).checkpoint_manager(model_checkpoint(model), 5)
+    manager = checkpoint_manager(model_checkpoint(model), str(run), 5)
     # The oldest is not among the last three and must not count.
     for step, value in [(10, 100.0), (20, 1.0), (30, 2.0), (40, 6.0)]:
         for variable in model.weights:
             if "float" in str(variable.dtype):
                 variable.assign(np.full(variable.shape, value))
         manager.save(checkpoint_number=step)
-    saved = RunDir(str(run)).average(str(tmp_path / "avg"), 3)
+    saved = average_checkpoints(str(run), str(tmp_path / "avg"), 3)
     assert saved.endswith("ckpt-40")
-    averaged, _, _ = RunDir(str(tmp_path / "avg")).load_model()
+    averaged, _, _ = load_model(str(tmp_path / "avg"))
     floats = [w for w in averaged.weights if "float" in str(w.dtype)]
     assert len(floats) > 10
     for weight in floats:
         np.testing.assert_array_equal(weight.numpy(), 3.0)
     with pytest.raises(ValueError, match="holds 4 checkpoint"):
-        RunDir(str(run)).average(str(tmp_path / "avg5"), 5)
+        average_checkpoints(str(run), str(tmp_path / "avg5"), 5)
 
 
 def test_average_cli_output_is_a_usable_run(toy_run_dir, tmp_path):
@@ -101,8 +103,8 @@ def test_average_cli_output_is_a_usable_run(toy_run_dir, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     paths = tf.train.get_checkpoint_state(toy_run_dir).all_model_checkpoint_paths[-3:]
-    runs = [RunDir(toy_run_dir).load_model(p)[0] for p in paths]
-    averaged, _, _ = RunDir(str(tmp_path / "avg")).load_model()
+    runs = [load_model(toy_run_dir, p)[0] for p in paths]
+    averaged, _, _ = load_model(str(tmp_path / "avg"))
     for index, weight in enumerate(averaged.trainable_weights):
         mean = np.mean(
             [m.trainable_weights[index].numpy().astype(np.float64) for m in runs],
@@ -112,7 +114,7 @@ def test_average_cli_output_is_a_usable_run(toy_run_dir, tmp_path):
 
 
 def test_attention_maps_are_the_models_and_plotted_as_is(toy_run_dir):
-    model, proto, _ = RunDir(toy_run_dir).load_model()
+    model, proto, _ = load_model(toy_run_dir)
     tokenizer = make_tokenizer(proto)
     output = [10, 11, 12, 3]
     maps = attention_maps(model, tokenizer, "ein hund läuft", output)

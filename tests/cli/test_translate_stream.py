@@ -17,13 +17,15 @@ from sentencepiece import sentencepiece_model_pb2
 
 from helpers.processes import REPO, quiet_environment, run_python
 from helpers.toy_run import toy_pairs
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.checkpoints import load_model
 from t2t_repro.cli.streaming import resume_point, skip_done
 from t2t_repro.config import EOS_ID, DecodingOptions
 from t2t_repro.data import DataError
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
 from t2t_repro.decoding.decoders import n_best_translations
-from t2t_repro.inference import Progress, Translator
+from t2t_repro.inference.translators import ModelTranslator
+from t2t_repro.progress import Progress
+from t2t_repro.run_dir import RunDir
 
 # The toy run's training sources, then inputs it never saw: an empty line,
 # unknown characters, a sentence over its max_length.
@@ -58,14 +60,14 @@ def run_dir(toy_run_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def model_and_tokenizer(run_dir):
-    model, proto, _ = RunDir(run_dir).load_model()
+    model, proto, _ = load_model(run_dir)
     return model, make_tokenizer(proto)
 
 
 @pytest.fixture(scope="module")
 def reference(model_and_tokenizer):
     """(translations, scores) of SOURCES, all at once, in this process."""
-    translations, scores = Translator(*model_and_tokenizer).translate_with_scores(
+    translations, scores = ModelTranslator(*model_and_tokenizer).translate_with_scores(
         SOURCES
     )
     assert "dög" in translations[0]

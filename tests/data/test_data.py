@@ -8,6 +8,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
+from helpers.batches import report_batches
 from helpers.shared_data import multi30k
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
 from t2t_repro.data import DataError, pipeline, text_files, tfds_source, vocabulary
@@ -98,19 +99,12 @@ def test_a_10000_token_line_is_dropped_or_cut_not_fatal(multi30k_vocab):
         (["a dog runs", " ".join(["dog"] * 10_000)], ["ein hund", "hund"])
     )
     batches = list(
-        pipeline.training_batches(
-            pairs, tokenizer, batch_tokens=64, max_length=16, repeat=False
-        )
+        pipeline.shuffled_batches(pairs, tokenizer, batch_tokens=64, max_length=16)
     )
     assert sum(int(s.shape[0]) for (s, _), _ in batches) == 1
     cut = list(
-        pipeline.training_batches(
-            pairs,
-            tokenizer,
-            batch_tokens=64,
-            max_length=16,
-            repeat=False,
-            overlong="truncate",
+        pipeline.shuffled_batches(
+            pairs, tokenizer, batch_tokens=64, max_length=16, overlong="truncate"
         )
     )
     widths = sorted(int(s.shape[1]) for (s, _), _ in cut)
@@ -136,10 +130,10 @@ def test_missing_vocabulary_is_a_clear_error(tmp_path):
 def test_bucketed_batches_on_multi30k(multi30k_vocab):
     tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
     pairs = text_files.text_file_pairs(multi30k("train", "en"), multi30k("train", "de"))
-    batches = pipeline.training_batches(
-        pairs, tokenizer, batch_tokens=4096, max_length=100, repeat=False
+    batches = pipeline.shuffled_batches(
+        pairs, tokenizer, batch_tokens=4096, max_length=100
     )
-    report = pipeline.report_batches(batches)
+    report = report_batches(batches)
     assert report.pairs == 29000  # none over 100 pieces, none lost
     assert report.padding_efficiency > 0.8
     shapes = set()
@@ -164,9 +158,8 @@ def test_batches_are_reproducible_and_skippable(multi30k_vocab):
             max_length=64,
             seed=seed,
             shuffle_buffer=2000,
-            skip_batches=skip,
         )
-        return [b[0][0].numpy() for b in batches.take(count)]
+        return [b[0][0].numpy() for b in batches.skip(skip).take(count)]
 
     run_a, run_b = first_sources(7), first_sources(7)
     for a, b in zip(run_a, run_b):

@@ -10,15 +10,15 @@ import tensorflow as tf
 from helpers.margins import teacher_forced_margins
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, DecodingOptions, TransformerConfig
 from t2t_repro.decoding.beam_search import beam_search, length_penalty
-from t2t_repro.decoding.decoders import best_translation_fn, n_best_translations
-from t2t_repro.decoding.greedy import (
+from t2t_repro.decoding.common import (
     buffer_stages,
-    greedy_decode,
     max_decode_length,
     next_token_log_probs,
 )
+from t2t_repro.decoding.decoders import best_translation_fn, n_best_translations
+from t2t_repro.decoding.greedy import greedy_decode
 from t2t_repro.model import Transformer
-from t2t_repro.training.losses import smoothed_cross_entropy
+from t2t_repro.training.losses import LabelSmoothedCrossEntropy
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 
 RANDOM = TransformerConfig(
@@ -392,7 +392,7 @@ def copy_model():
         )
         with tf.GradientTape() as tape:
             logits = model((source, target_in), training=True)
-            loss = smoothed_cross_entropy(source, logits, 0.0)
+            loss = LabelSmoothedCrossEntropy(0.0)(source, logits)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss

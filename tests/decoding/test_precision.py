@@ -6,13 +6,13 @@ import pytest
 import tensorflow as tf
 
 from helpers.processes import run_python
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.checkpoints import load_model
 from t2t_repro.decoding import precision
 from t2t_repro.serving import export_saved_model
 
 
 def test_a_bf16_copy_holds_the_weights_rounded_and_fp32_is_the_model(toy_run_dir):
-    model, _, _ = RunDir(toy_run_dir).load_model()
+    model, _, _ = load_model(toy_run_dir)
     assert precision.in_precision(model, "fp32") is model
     assert precision.in_precision(model, None) is model
     copy = precision.in_precision(model, "bf16")

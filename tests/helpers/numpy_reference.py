@@ -1,4 +1,5 @@
-"""Independent NumPy implementations of the paper's formulas, for tests."""
+"""Independent NumPy implementations of the paper's formulas, for tests,
+and `dense_weights`, which hands them a Keras layer's weights."""
 
 import numpy as np
 
@@ -20,6 +21,12 @@ def attention(q, k, v, mask=None):
 
 def dense(x, kernel, bias):
     return x @ kernel + bias
+
+
+def dense_weights(layer):
+    """(kernel, bias) of a Keras Dense as NumPy arrays, as `dense` and
+    `feed_forward` take them."""
+    return layer.kernel.numpy(), layer.bias.numpy()
 
 
 def multi_head_attention(query, key_value, w, num_heads, mask=None):

@@ -16,7 +16,7 @@ from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.config import TrainingOptions, TransformerConfig
 from t2t_repro.data.vocabulary import vocab_size_of
 from t2t_repro.training import distribution
-from t2t_repro.training.trainer import Trainer
+from t2t_repro.training.prepare import prepare_run
 
 GLOBAL_BATCH = 8
 
@@ -54,9 +54,9 @@ def one_step(strategy, model_dir, micro_batches, **options):
         warmup_steps=1,
         learning_rate_scale=0.1,
         accum_steps=len(micro_batches),
-        **{"mixed_precision": "none", **options},
+        **{"mixed_precision": "fp32", **options},
     )
-    trainer = Trainer(config, options, strategy, tiny_vocab(), None)
+    trainer = prepare_run(config, options, strategy, tiny_vocab())
     # Each replica takes its rows of every micro-batch; the step reads this
     # worker's replicas' batches micro-batch by micro-batch.
     context = distribution.input_context(strategy)
@@ -69,7 +69,7 @@ def one_step(strategy, model_dir, micro_batches, **options):
         for batch in micro_batches
         for replica in range(first, first + trainer.local_replicas)
     ]
-    step = trainer._compile_step(
+    step = trainer.compile_step(
         tf.nest.map_structure(
             lambda t: tf.TensorSpec([None, None], t.dtype), batches[0]
         )

@@ -3,12 +3,12 @@ the TensorBoard events counted."""
 
 import tensorflow as tf
 
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.checkpoints import load_model
 
 
 def checkpoint_weights(run_dir, step):
     """The weights (NumPy) of `run_dir`'s ckpt-`step`."""
-    model, _, _ = RunDir(str(run_dir)).load_model(str(run_dir / f"ckpt-{step}"))
+    model, _, _ = load_model(str(run_dir), str(run_dir / f"ckpt-{step}"))
     return [w.numpy() for w in model.weights]
 
 

@@ -8,7 +8,7 @@ from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.config import TrainingOptions, TransformerConfig
 from t2t_repro.data.vocabulary import vocab_size_of
 from t2t_repro.training.evaluator import DevEvaluator
-from t2t_repro.training.trainer import Trainer
+from t2t_repro.training.prepare import prepare_run
 
 SMALL = TransformerConfig(
     vocab_size=vocab_size_of(tiny_vocab()),
@@ -63,7 +63,7 @@ def toy_trainer(
             "eval_every": 1000,
             "shuffle_buffer": 64,
             "seed": 3,
-            "mixed_precision": "none",
+            "mixed_precision": "fp32",
             **overrides,
         }
     )
@@ -72,7 +72,7 @@ def toy_trainer(
         if dev_pairs is None
         else DevEvaluator(dev_pairs, tiny_vocab(), config.max_length, options)
     )
-    return Trainer(
+    return prepare_run(
         config,
         options,
         strategy or tf.distribute.MirroredStrategy(),

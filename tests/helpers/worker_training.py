@@ -15,14 +15,13 @@ import sys
 import numpy as np
 
 from helpers.toy_run import SMALL, toy_trainer
-from t2t_repro.training import distribution
-from t2t_repro.training import trainer as trainer_module
+from t2t_repro.training import distribution, input_state
 
 
 def main(model_dir, steps, out_path, cpu_devices=1):
     replayed = []
-    advance = trainer_module._advance
-    trainer_module._advance = lambda iterator, count: (
+    advance = input_state._advance
+    input_state._advance = lambda iterator, count: (
         replayed.append(count),
         advance(iterator, count),
     )

@@ -13,7 +13,8 @@ import tensorflow as tf
 from helpers.processes import run_python
 from helpers.toy_run import LEARNABLE, LEARNABLE_STEPS, toy_pairs, toy_trainer
 from t2t_repro import fine_tuning
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.averaging import newest_checkpoints
+from t2t_repro.checkpoints import latest_checkpoint, load_model
 
 
 def _file_hashes(directory):
@@ -28,10 +29,9 @@ def _file_hashes(directory):
 
 def _fine_tuning_trainer(source_dir, model_dir, steps, optimizer_slots):
     source, checkpoint = fine_tuning.source_of(source_dir)
-    run_dir = RunDir(str(model_dir))
-    fine_tuning.copy_model_and_vocabulary(source, run_dir)
+    # The source's model and vocabulary (tiny_vocab()), as t2t-train does.
     trainer = toy_trainer(
-        model_dir, steps, config=run_dir.load_config(), batch_tokens=256
+        model_dir, steps, config=source.load_config(), batch_tokens=256
     )
     fine_tuning.initialize(trainer, checkpoint, optimizer_slots)
     return trainer, checkpoint
@@ -44,9 +44,9 @@ def test_new_run_starts_at_step_0_from_the_source_weights_then_moves(
     trainer, checkpoint = _fine_tuning_trainer(
         toy_run_dir, tmp_path / "new", 3, optimizer_slots=False
     )
-    assert checkpoint == RunDir(toy_run_dir).latest_checkpoint()
-    source_model, _, _ = RunDir(toy_run_dir).load_model(checkpoint)
-    assert trainer.config == LEARNABLE and trainer.step == 0
+    assert checkpoint == latest_checkpoint(toy_run_dir)
+    source_model, _, _ = load_model(toy_run_dir, checkpoint)
+    assert trainer.model.config == LEARNABLE and trainer.step == 0
     for weight, source_weight in zip(trainer.model.weights, source_model.weights):
         np.testing.assert_array_equal(
             weight.numpy(), source_weight.numpy(), err_msg=weight.path
@@ -63,7 +63,7 @@ def test_new_run_starts_at_step_0_from_the_source_weights_then_moves(
         for w, s in zip(trainer.model.trainable_weights, source_model.trainable_weights)
     ]
     assert sum(moved) > len(moved) // 2
-    assert RunDir(str(tmp_path / "new")).latest_checkpoint().endswith("ckpt-3")
+    assert latest_checkpoint(str(tmp_path / "new")).endswith("ckpt-3")
     assert _file_hashes(toy_run_dir) == before
 
 
@@ -92,10 +92,9 @@ def test_optimizer_slots_are_the_sources_adam_moments_but_not_its_step(
 
 
 def test_init_from_names_a_run_or_one_of_its_checkpoints(toy_run_dir, tmp_path):
-    run = RunDir(toy_run_dir)
-    latest = run.latest_checkpoint()
+    latest = latest_checkpoint(toy_run_dir)
     assert fine_tuning.source_of(toy_run_dir)[1] == latest
-    older = run.newest_checkpoints(2)[0]
+    older = newest_checkpoints(toy_run_dir, 2)[0]
     source, checkpoint = fine_tuning.source_of(older)
     assert (source.path, checkpoint) == (toy_run_dir, older)
     # A best checkpoint (t2t-train --keep_best) is in RUN/best/.
@@ -124,7 +123,7 @@ def _train_cli(tmp_path, *flags):
             "--train_steps=2",
             "--batch_tokens=256",
             "--warmup_steps=5",
-            "--mixed_precision=none",
+            "--mixed_precision=fp32",
             *flags,
         ]
     )
@@ -137,7 +136,7 @@ def test_cli_fine_tunes_a_copy_and_refuses_another_model(toy_run_dir, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     for name in ("config.json", "spm.model"):
         assert (new / name).read_bytes() == pathlib.Path(toy_run_dir, name).read_bytes()
-    assert RunDir(str(new)).latest_checkpoint().endswith("ckpt-2")
+    assert latest_checkpoint(str(new)).endswith("ckpt-2")
     assert "step 2/2 loss" in result.stderr
 
     # A model flag that differs from the source's config.json.

@@ -8,10 +8,11 @@ import re
 import pytest
 
 from helpers.toy_run import LEARNABLE, toy_pairs, toy_trainer
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.checkpoints import load_model
 from t2t_repro.config import TrainingOptions
+from t2t_repro.progress import Progress
 from t2t_repro.training.evaluator import DevEvaluator
-from t2t_repro.training.metrics import ProgressBar, format_duration, log_line
+from t2t_repro.training.metrics import format_duration, log_line
 
 
 @pytest.mark.parametrize(
@@ -58,8 +59,8 @@ class _Terminal(io.StringIO):
 
 def test_bar_only_on_a_terminal_and_cleared_for_each_log_line():
     log_file = io.StringIO()
-    plain = ProgressBar(10, 3, stream=log_file)
-    plain.advance()
+    plain = Progress(10, "trained", "steps", 3, interval=None, stream=log_file)
+    plain.update()
     plain.close()
     assert log_file.getvalue() == ""
 
@@ -68,10 +69,10 @@ def test_bar_only_on_a_terminal_and_cleared_for_each_log_line():
     handler = logging.StreamHandler(terminal)
     logging.getLogger().addHandler(handler)
     try:
-        bar = ProgressBar(10, 3, stream=terminal)
-        bar.advance()
+        bar = Progress(10, "trained", "steps", 3, interval=None, stream=terminal)
+        bar.update()
         logging.getLogger("absl").warning("a log line")
-        bar.advance()
+        bar.update()
         bar.close()
     finally:
         logging.getLogger().removeHandler(handler)
@@ -98,7 +99,7 @@ def test_toy_run_logs_the_step_of_the_total_and_the_eta(tmp_path, caplog):
 def test_dev_evaluation_reports_sentences_done_and_their_rate(
     toy_run_dir, tmp_path, capsys
 ):
-    model, proto, _ = RunDir(toy_run_dir).load_model()
+    model, proto, _ = load_model(toy_run_dir)
     evaluator = DevEvaluator(
         toy_pairs().take(8),
         proto,

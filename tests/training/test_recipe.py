@@ -11,8 +11,9 @@ from helpers.processes import run_python
 from helpers.shared_data import multi30k
 from helpers.toy_run import SMALL, toy_pairs, toy_trainer
 from helpers.vocab_for_tests import tiny_vocab
+from t2t_repro.averaging import average_checkpoints
 from t2t_repro.best_checkpoints import BestCheckpoints
-from t2t_repro.checkpoints import RunDir, model_checkpoint
+from t2t_repro.checkpoints import load_model, model_checkpoint
 from t2t_repro.data import pipeline, text_files
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
@@ -53,7 +54,7 @@ def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
     trainer = ScriptedBleuTrainer(run, 20, scores, keep_best=2)
     assert trainer.train() == 20
     saved_at = {
-        step: _weights(RunDir(run).load_model(os.path.join(run, f"ckpt-{step}"))[0])
+        step: _weights(load_model(run, os.path.join(run, f"ckpt-{step}"))[0])
         for step in (10, 20)
     }
     best = BestCheckpoints(run)
@@ -97,11 +98,11 @@ def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
     minutes = [e["minutes"] for e in best.evaluations]
     assert minutes == sorted(minutes) and minutes[-1] > 0
 
-    output = RunDir(run).average(str(tmp_path / "avg"), 2, "best")
+    output = average_checkpoints(run, str(tmp_path / "avg"), 2, "best")
     assert output.endswith("ckpt-25")  # named after the best
-    averaged = _weights(RunDir(str(tmp_path / "avg")).load_model()[0])
+    averaged = _weights(load_model(str(tmp_path / "avg"))[0])
     pair = [
-        _weights(RunDir(run).load_model(os.path.join(run, "best", f"ckpt-{s}"))[0])
+        _weights(load_model(run, os.path.join(run, "best", f"ckpt-{s}"))[0])
         for s in (25, 10)
     ]
     for got, a, b in zip(averaged, *pair):
@@ -109,7 +110,7 @@ def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
             got, (a.astype(np.float64) + b) / 2, rtol=1e-6, atol=1e-7
         )
     with pytest.raises(ValueError, match="holds 2 best checkpoint"):
-        RunDir(run).average(str(tmp_path / "avg3"), 3, "best")
+        average_checkpoints(run, str(tmp_path / "avg3"), 3, "best")
 
 
 @pytest.mark.slow  # 41 s
@@ -126,7 +127,9 @@ def test_early_stopping_after_patience_and_it_stays_stopped(tmp_path):
 
 
 def test_subword_sampling_varies_training_segmentations_only(tmp_path):
-    trainer = toy_trainer(tmp_path / "run", 1, subword_sampling=0.3)
+    trainer = toy_trainer(
+        tmp_path / "run", 1, dev_pairs=toy_pairs().take(1), subword_sampling=0.3
+    )
     proto = tiny_vocab()
     sentence = tf.constant(["ein hund läuft über das gras"] * 40)
     plain = make_tokenizer(proto)
@@ -144,13 +147,12 @@ def test_subword_sampling_varies_training_segmentations_only(tmp_path):
 
     batches = [
         b
-        for b in pipeline.training_batches(
+        for b in pipeline.shuffled_batches(
             toy_pairs(),
-            trainer._training_tokenizer,
+            trainer.input_state.tokenizer,
             batch_tokens=128,
             max_length=32,
             shuffle_buffer=1,
-            repeat=False,
         ).as_numpy_iterator()
     ]
     sampled_sources = {tuple(row[row != 0]) for b in batches for row in b[0][0]}
@@ -162,7 +164,8 @@ def test_subword_sampling_varies_training_segmentations_only(tmp_path):
     }
     assert sampled_sources - plain_sources  # training sees new splits
     # Evaluation, decoding and export use the deterministic tokenizer.
-    assert trainer.tokenizer.tokenize(sentence).to_list() == best
+    trainer.evaluator.loss(trainer.model)  # makes the evaluator's
+    assert trainer.evaluator.tokenizer.tokenize(sentence).to_list() == best
 
 
 def test_weight_decay_shrinks_matrices_only():
@@ -243,10 +246,8 @@ def test_train_cli_scores_the_average_of_the_last_checkpoints(tmp_path):
     result = run_python(common + ["--average_last=2"])
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"average of steps 3, 6 in {run}/average" in result.stdout
-    averaged = _weights(RunDir(str(run / "average")).load_model()[0])
-    pair = [
-        _weights(RunDir(str(run)).load_model(str(run / f"ckpt-{s}"))[0]) for s in (3, 6)
-    ]
+    averaged = _weights(load_model(str(run / "average"))[0])
+    pair = [_weights(load_model(str(run), str(run / f"ckpt-{s}"))[0]) for s in (3, 6)]
     for got, a, b in zip(averaged, *pair):
         np.testing.assert_allclose(
             got, (a.astype(np.float64) + b) / 2, rtol=1e-6, atol=1e-7

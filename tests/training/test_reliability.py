@@ -20,17 +20,17 @@ from helpers.processes import REPO, quiet_environment
 from helpers.run_inspection import checkpoint_weights, nonfinite_steps_logged
 from helpers.shared_data import multi30k
 from helpers.toy_run import toy_trainer
-from t2t_repro.checkpoints import RunDir, holds, model_checkpoint
+from t2t_repro.checkpoints import holds, latest_checkpoint, load_model, model_checkpoint
 from t2t_repro.config import ConfigError
-from t2t_repro.training import TrainingError
-from t2t_repro.training import trainer as trainer_module
+from t2t_repro.training import TrainingError, input_state
+from t2t_repro.training import step as step_module
 
 
 def _poison_losses(monkeypatch, steps):
     """Makes the loss NaN in the given (1-based) steps of the next trainer
     whose step is compiled; returns a dict to put that trainer in."""
     holder = {}
-    original = trainer_module.smoothed_cross_entropy_stats
+    original = step_module.smoothed_cross_entropy_stats
 
     def poisoned(*args):
         loss_sum, count, correct = original(*args)
@@ -42,7 +42,7 @@ def _poison_losses(monkeypatch, steps):
             correct,
         )
 
-    monkeypatch.setattr(trainer_module, "smoothed_cross_entropy_stats", poisoned)
+    monkeypatch.setattr(step_module, "smoothed_cross_entropy_stats", poisoned)
     return holder
 
 
@@ -79,7 +79,7 @@ def test_nonfinite_steps_in_a_row_stop_at_the_last_good_checkpoint(
         ),
     ):
         trainer.train()
-    assert RunDir(str(tmp_path)).latest_checkpoint().endswith("ckpt-4")
+    assert latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
     for step in (2, 4):
         assert all(np.isfinite(w).all() for w in checkpoint_weights(tmp_path, step))
 
@@ -97,7 +97,7 @@ def test_weights_that_are_not_finite_are_never_saved(tmp_path):
         ),
     ):
         trainer._save()
-    assert RunDir(str(tmp_path)).latest_checkpoint().endswith("ckpt-1")
+    assert latest_checkpoint(str(tmp_path)).endswith("ckpt-1")
 
 
 def test_a_second_trainer_on_one_model_dir_is_refused(tmp_path):
@@ -105,9 +105,9 @@ def test_a_second_trainer_on_one_model_dir_is_refused(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from t2t_repro.checkpoints import RunDir; "
-            "RunDir(sys.argv[1]).lock_for_training(); print('locked', "
-            "flush=True); time.sleep(600)",
+            "import sys, time; from t2t_repro.run_lock import training_lock\n"
+            "with training_lock(sys.argv[1]): "
+            "print('locked', flush=True); time.sleep(600)",
             str(tmp_path),
         ],
         cwd=REPO,
@@ -154,9 +154,9 @@ def test_resume_continues_the_saved_input_stream_without_replaying_it(
     tmp_path, monkeypatch, straight_run_weights
 ):
     replayed = []
-    advance = trainer_module._advance
+    advance = input_state._advance
     monkeypatch.setattr(
-        trainer_module,
+        input_state,
         "_advance",
         lambda iterator, count: (replayed.append(count), advance(iterator, count)),
     )
@@ -164,7 +164,7 @@ def test_resume_continues_the_saved_input_stream_without_replaying_it(
 
     first_half = toy_trainer(tmp_path / "resumed", 6)
     first_half.train()
-    assert holds(RunDir(str(tmp_path / "resumed")).latest_checkpoint(), "input")
+    assert holds(latest_checkpoint(str(tmp_path / "resumed")), "input")
     resumed = toy_trainer(tmp_path / "resumed", 12)
     assert resumed.train() == 12
     assert replayed == []  # O(1): the iterator's state came back
@@ -244,14 +244,14 @@ def _train_command(model_dir, steps):
         f"--train_steps={steps}",
         "--checkpoint_every=1",
         "--log_every=1",
-        "--mixed_precision=none",
+        "--mixed_precision=fp32",
         "--shuffle_buffer=2000",
         *val,
     ]
 
 
 def _final_weights(model_dir):
-    model, _, _ = RunDir(str(model_dir)).load_model()
+    model, _, _ = load_model(str(model_dir))
     return [w.numpy() for w in model.weights]
 
 
@@ -292,11 +292,11 @@ def test_sigkill_at_a_random_step_then_the_same_command_ends_identically(
     process.kill()
     process.wait()
     assert process.returncode == -signal.SIGKILL
-    killed_at = RunDir(str(tmp_path)).latest_checkpoint()
+    killed_at = latest_checkpoint(str(tmp_path))
     assert killed_at is not None
     # Whatever the kill interrupted, every checkpoint left is readable.
     for path in tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths:
-        RunDir(str(tmp_path)).load_model(path)
+        load_model(str(tmp_path), path)
     result = subprocess.run(
         command,
         cwd=REPO,

@@ -19,16 +19,24 @@ import tensorflow as tf
 from helpers.processes import REPO, quiet_environment
 from helpers.toy_run import SMALL, toy_pairs, toy_trainer
 from helpers.vocab_for_tests import tiny_vocab
-from t2t_repro import checkpoints
+from t2t_repro import run_lock
 from t2t_repro.best_checkpoints import BestCheckpoints
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.checkpoints import (
+    checkpoint_manager,
+    checkpoint_to_resume,
+    latest_checkpoint,
+    listed_checkpoints,
+    load_model,
+)
 from t2t_repro.config import ConfigError, TrainingOptions
 from t2t_repro.data.sources import Corpus
 from t2t_repro.data.text_files import text_file_pairs
 from t2t_repro.files import write_atomically
+from t2t_repro.run_dir import RunDir
 from t2t_repro.training import TrainingError
 from t2t_repro.training.evaluator import DevEvaluator, perplexity_of
-from t2t_repro.training.trainer import Trainer, data_identity
+from t2t_repro.training.input_state import data_identity, record_start
+from t2t_repro.training.prepare import prepare_run
 
 
 @pytest.fixture
@@ -137,7 +145,7 @@ def test_a_corrupt_checkpoint_list_is_an_error_not_a_new_run(run):
         ConfigError,
         match=(rf"^{run}/checkpoint: corrupt \(not a list of checkpoints\)$"),
     ):
-        RunDir(str(run)).checkpoint_to_resume(set_aside=True)
+        checkpoint_to_resume(str(run), set_aside=True)
 
 
 # Corrupt checkpoints ---------------------------------------------------
@@ -145,7 +153,7 @@ def test_a_corrupt_checkpoint_list_is_an_error_not_a_new_run(run):
 
 @pytest.mark.parametrize("suffix", [".index", ".data-00000-of-00001"])
 def test_the_tools_refuse_a_corrupt_checkpoint_naming_the_intact_one(run, suffix):
-    newest, previous = RunDir(str(run)).checkpoints()[-1:-3:-1]
+    newest, previous = listed_checkpoints(str(run))[-1:-3:-1]
     _cut(newest + suffix, 0.5)
     with pytest.raises(
         ConfigError,
@@ -154,16 +162,16 @@ def test_the_tools_refuse_a_corrupt_checkpoint_naming_the_intact_one(run, suffix
             rf"is {previous} \(--checkpoint={previous}\)$"
         ),
     ):
-        RunDir(str(run)).load_model()
+        load_model(str(run))
     # Read-only: nothing moved.
     assert os.path.exists(newest + suffix)
-    assert RunDir(str(run)).load_model(previous)[2] == previous
+    assert load_model(str(run), previous)[2] == previous
 
 
 def _tiny_run(directory, steps):
     """A run directory with checkpoints of one small variable at `steps`."""
     checkpoint = tf.train.Checkpoint(v=tf.Variable(tf.range(1000.0)))
-    manager = RunDir(str(directory)).checkpoint_manager(checkpoint, 5)
+    manager = checkpoint_manager(checkpoint, str(directory), 5)
     for step in steps:
         manager.save(checkpoint_number=step)
     return [str(directory / f"ckpt-{step}") for step in steps]
@@ -172,9 +180,9 @@ def _tiny_run(directory, steps):
 def test_a_worker_falls_back_like_the_chief_but_moves_nothing(tmp_path):
     older, newest = _tiny_run(tmp_path, [1, 2])
     _cut(newest + ".index", 0.5)
-    assert RunDir(str(tmp_path)).checkpoint_to_resume(set_aside=False) == (older)
+    assert checkpoint_to_resume(str(tmp_path), set_aside=False) == (older)
     assert os.path.exists(newest + ".index")
-    assert RunDir(str(tmp_path)).checkpoints() == [older, newest]
+    assert listed_checkpoints(str(tmp_path)) == [older, newest]
 
 
 def test_with_no_intact_checkpoint_the_run_refuses_to_start_over(tmp_path):
@@ -187,7 +195,7 @@ def test_with_no_intact_checkpoint_the_run_refuses_to_start_over(tmp_path):
             "intact: nothing to resume from$"
         ),
     ):
-        RunDir(str(tmp_path)).checkpoint_to_resume(set_aside=True)
+        checkpoint_to_resume(str(tmp_path), set_aside=True)
     assert os.path.exists(only + ".data-00000-of-00001")
 
 
@@ -216,11 +224,11 @@ def _file_trainer(model_dir, corpus, steps, **overrides):
             "checkpoint_every": 1,
             "shuffle_buffer": 64,
             "seed": 3,
-            "mixed_precision": "none",
+            "mixed_precision": "fp32",
             **overrides,
         }
     )
-    return Trainer(
+    return prepare_run(
         SMALL,
         options,
         tf.distribute.MirroredStrategy(),
@@ -264,15 +272,12 @@ def test_a_moved_file_of_the_same_content_is_the_same_data(tmp_path):
     corpus = _write_pairs(tmp_path)
     run_dir = RunDir(str(tmp_path / "run"))
     options = TrainingOptions(model_dir=run_dir.path)
-    run_dir.save_training_options(options, 1, data=data_identity({"train": corpus}))
+    record_start(run_dir, options, 1, data=data_identity({"train": corpus}))
     moved = Corpus(
         source_path=shutil.move(corpus.source_path, f"{tmp_path}/moved.de"),
         target_path=corpus.target_path,
     )
-    assert (
-        run_dir.save_training_options(options, 1, data=data_identity({"train": moved}))
-        == []
-    )
+    assert record_start(run_dir, options, 1, data=data_identity({"train": moved})) == []
 
 
 def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypatch):
@@ -294,7 +299,7 @@ def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypa
             ]
         }
         if version == "1.0.0":
-            run_dir.save_training_options(options, 1, data=identity)
+            record_start(run_dir, options, 1, data=identity)
     with pytest.raises(
         ConfigError,
         match=(
@@ -302,7 +307,7 @@ def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypa
             r"started \(version 1.0.0 -> 1.1.0\): resuming would misalign"
         ),
     ):
-        run_dir.save_training_options(options, 1, data=identity)
+        record_start(run_dir, options, 1, data=identity)
 
 
 # Slow: three processes of t2t-train (about a minute on a loaded machine).
@@ -319,7 +324,7 @@ def test_t2t_train_refuses_to_resume_on_a_changed_training_file(tmp_path):
         f"--train_src={corpus.source_path}",
         f"--train_tgt={corpus.target_path}",
         "--train_steps=2",
-        "--mixed_precision=none",
+        "--mixed_precision=fp32",
         "--vocab_size=64",
     ]
 
@@ -361,7 +366,7 @@ def test_t2t_train_refuses_to_resume_on_a_changed_training_file(tmp_path):
 
 
 def _lock(run_dir, pid, host=None):
-    with open(run_dir.file(checkpoints.LOCK_FILENAME), "w") as handle:
+    with open(run_dir.file(run_lock.LOCK_FILENAME), "w") as handle:
         json.dump({"pid": pid, "host": host or socket.gethostname()}, handle)
 
 
@@ -389,7 +394,7 @@ def test_a_worker_waits_while_the_chief_holds_its_lock(tmp_path):
 def test_a_worker_gives_up_once_the_chiefs_lock_is_gone(tmp_path):
     run_dir = RunDir(str(tmp_path))
     _lock(run_dir, os.getpid())
-    _later(0.3, lambda: os.remove(run_dir.file(checkpoints.LOCK_FILENAME)))
+    _later(0.3, lambda: os.remove(run_dir.file(run_lock.LOCK_FILENAME)))
     with pytest.raises(
         ConfigError,
         match=(
@@ -412,9 +417,9 @@ def test_a_dead_chiefs_lock_is_not_held(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_a_lock_from_another_host_is_held_while_it_is_kept_fresh(tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoints, "LOCK_FRESH_SECONDS", 0.5)
+    monkeypatch.setattr(run_lock, "LOCK_FRESH_SECONDS", 0.5)
     run_dir = RunDir(str(tmp_path))
-    lock = run_dir.file(checkpoints.LOCK_FILENAME)
+    lock = run_dir.file(run_lock.LOCK_FILENAME)
     _lock(run_dir, 1, host="another-host")
     refreshing = threading.Event()
     refreshing.set()
@@ -435,16 +440,13 @@ def test_a_lock_from_another_host_is_held_while_it_is_kept_fresh(tmp_path, monke
 
 @pytest.mark.timeout(60)
 def test_the_chief_keeps_its_lock_fresh(tmp_path, monkeypatch):
-    monkeypatch.setattr(checkpoints, "LOCK_REFRESH_SECONDS", 0.05)
+    monkeypatch.setattr(run_lock, "LOCK_REFRESH_SECONDS", 0.05)
     run_dir = RunDir(str(tmp_path))
-    run_dir.lock_for_training()
-    lock = run_dir.file(checkpoints.LOCK_FILENAME)
-    try:
+    with run_lock.training_lock(run_dir.path):
+        lock = run_dir.file(run_lock.LOCK_FILENAME)
         os.utime(lock, (0, 0))
         while os.path.getmtime(lock) == 0:
             time.sleep(0.05)
-    finally:
-        run_dir.release_training_lock()
 
 
 @pytest.mark.timeout(60)
@@ -544,6 +546,6 @@ def test_a_full_disk_while_saving_names_the_last_complete_checkpoint(
         "which a rerun resumes from"
     )
     assert not [name for name in os.listdir(tmp_path) if name.startswith("ckpt-11")]
-    assert RunDir(str(tmp_path)).latest_checkpoint() == f"{tmp_path}/ckpt-10"
-    _, _, loaded = RunDir(str(tmp_path)).load_model()
+    assert latest_checkpoint(str(tmp_path)) == f"{tmp_path}/ckpt-10"
+    _, _, loaded = load_model(str(tmp_path))
     assert loaded == f"{tmp_path}/ckpt-10"

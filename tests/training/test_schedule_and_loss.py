@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from helpers import numpy_reference as ref
 from t2t_repro.training.losses import (
+    LabelSmoothedCrossEntropy,
     evaluation_stats,
-    smoothed_cross_entropy,
     smoothed_cross_entropy_stats,
 )
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
@@ -104,13 +104,13 @@ def test_label_smoothed_loss_matches_reference_and_ignores_padding():
     labels = rng.integers(1, 11, size=(2, 5))
     labels[0, 3:] = 0
     expected = ref.smoothed_cross_entropy(labels, logits, 0.1)
-    loss = smoothed_cross_entropy(tf.constant(labels), logits, 0.1)
+    loss = LabelSmoothedCrossEntropy(0.1)(tf.constant(labels), logits)
     np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
     # Changing logits at padded positions changes nothing.
     noisy = logits.copy()
     noisy[0, 3:] += 100.0
     np.testing.assert_allclose(
-        float(smoothed_cross_entropy(tf.constant(labels), noisy, 0.1)),
+        float(LabelSmoothedCrossEntropy(0.1)(tf.constant(labels), noisy)),
         expected,
         rtol=1e-5,
     )
@@ -131,7 +131,7 @@ def test_label_smoothed_loss_matches_reference_and_ignores_padding():
 
 def test_unsmoothed_loss_is_plain_cross_entropy():
     logits = np.log(np.array([[[0.1, 0.2, 0.7]]], np.float32))
-    loss = smoothed_cross_entropy(tf.constant([[2]]), logits, 0.0)
+    loss = LabelSmoothedCrossEntropy(0.0)(tf.constant([[2]]), logits)
     np.testing.assert_allclose(float(loss), -np.log(0.7), rtol=1e-5)
 
 

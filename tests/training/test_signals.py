@@ -21,7 +21,7 @@ from helpers.shared_data import multi30k
 from helpers.toy_run import toy_trainer
 from t2t_repro.config import ConfigError
 from t2t_repro.data import text_files
-from t2t_repro.training import trainer as trainer_module
+from t2t_repro.training import step as step_module
 
 # SIGINT (Ctrl-C) ------------------------------------------------------
 
@@ -236,7 +236,7 @@ def _infinite_at(monkeypatch, step, what):
     every gradient stays finite, their squared norm overflows float32).
     Returns a dict to put that trainer in."""
     holder = {}
-    original = trainer_module.smoothed_cross_entropy_stats
+    original = step_module.smoothed_cross_entropy_stats
 
     def poisoned(*args):
         loss_sum, count, correct = original(*args)
@@ -247,7 +247,7 @@ def _infinite_at(monkeypatch, step, what):
             loss_sum *= tf.where(bad, tf.constant(1e30, loss_sum.dtype), 1.0)
         return loss_sum, count, correct
 
-    monkeypatch.setattr(trainer_module, "smoothed_cross_entropy_stats", poisoned)
+    monkeypatch.setattr(step_module, "smoothed_cross_entropy_stats", poisoned)
     return holder
 
 
@@ -278,8 +278,8 @@ def test_an_infinite_step_applies_no_update_and_is_counted(tmp_path, monkeypatch
     [
         (
             {"mixed_precision": "bf16"},
-            {"mixed_precision": "none"},
-            "'mixed_precision': ('bf16', 'none')",
+            {"mixed_precision": "fp32"},
+            "'mixed_precision': ('bf16', 'fp32')",
         ),
         ({}, {"accum_steps": 2}, "'accum_steps': (1, 2)"),
     ],
@@ -334,7 +334,7 @@ def test_t2t_train_refuses_changed_options_with_one_line(tmp_path):
     changed = [
         "--train_steps=2",
         "--cpu_devices=1",
-        "--mixed_precision=none",
+        "--mixed_precision=fp32",
         "--accum_steps=2",
     ]
     refused = run_python(flags + changed)
@@ -349,7 +349,7 @@ def test_t2t_train_refuses_changed_options_with_one_line(tmp_path):
     assert errors == [refused.stderr.strip().splitlines()[-1]], errors
     assert (
         "changed (old, new): {'accum_steps': (1, 2), 'mixed_precision': "
-        "('bf16', 'none'), 'replicas': (2, 1)}"
+        "('bf16', 'fp32'), 'replicas': (2, 1)}"
     ) in errors[0]
     allowed = run_python(flags + changed + ["--allow_option_changes"])
     assert allowed.returncode == 0, allowed.stderr[-3000:]

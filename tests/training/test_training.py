@@ -26,15 +26,15 @@ from helpers.shared_data import multi30k
 from helpers.toy_run import SMALL, toy_pairs
 from helpers.toy_run import toy_trainer as _trainer
 from helpers.vocab_for_tests import tiny_vocab
-from t2t_repro.checkpoints import RunDir
+from t2t_repro.checkpoints import load_model
 from t2t_repro.config import DecodingOptions, TrainingOptions, TransformerConfig
 from t2t_repro.data import text_files
 from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.precision import in_precision
-from t2t_repro.inference import Translator
+from t2t_repro.inference.translators import ModelTranslator
 from t2t_repro.training.precision import POLICIES
-from t2t_repro.training.trainer import Trainer
+from t2t_repro.training.prepare import prepare_run
 
 
 def _one_step(tmp_path, name, cpu_devices):
@@ -235,7 +235,7 @@ def test_accumulated_micro_batches_equal_one_big_batch(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "precision, jit_compile, rtol", [("none", True, 1e-5), ("bf16", False, 2e-2)]
+    "precision, jit_compile, rtol", [("fp32", True, 1e-5), ("bf16", False, 2e-2)]
 )
 def test_xla_and_bf16_steps_match_float32(tmp_path, precision, jit_compile, rtol):
     strategy = tf.distribute.MirroredStrategy()
@@ -257,7 +257,7 @@ def test_xla_and_bf16_steps_match_float32(tmp_path, precision, jit_compile, rtol
         if k not in ("loss", "replicas", "grad_norm") and not k.endswith("/key/bias")
     ]
     fraction = np.mean(np.concatenate([s.ravel() for s in same]))
-    assert fraction > (0.999 if precision == "none" else 0.95), fraction
+    assert fraction > (0.999 if precision == "fp32" else 0.95), fraction
 
 
 # fp16 is emulated on CPU (18 s): slow.
@@ -300,7 +300,7 @@ def test_mixed_precision_decodes_as_float32_does(toy_run_dir, precision):
     # rounds badly) costs the margin or many sentences.
     pairs = [(s.decode(), t.decode()) for s, t in toy_pairs().as_numpy_iterator()]
     sources, targets = (list(x) for x in zip(*pairs))
-    model, proto, _ = RunDir(toy_run_dir).load_model()
+    model, proto, _ = load_model(toy_run_dir)
     tokenizer = make_tokenizer(proto)
     if precision == "bf16 weights":  # --precision=bf16 of the decoders
         low = in_precision(model, "bf16")
@@ -308,7 +308,7 @@ def test_mixed_precision_decodes_as_float32_does(toy_run_dir, precision):
     else:  # a run trained in 16 bits
         keras.mixed_precision.set_global_policy(POLICIES[precision])
         try:
-            low, _, _ = RunDir(toy_run_dir).load_model()
+            low, _, _ = load_model(toy_run_dir)
         finally:
             keras.mixed_precision.set_global_policy("float32")
     assert (
@@ -324,11 +324,11 @@ def test_mixed_precision_decodes_as_float32_does(toy_run_dir, precision):
     )
     assert margins.min() > 1.0, np.sort(margins)[:5]
     greedy = DecodingOptions(beam_size=1)
-    assert Translator(model, tokenizer, greedy).translate(sources) == targets
-    assert Translator(low, tokenizer, greedy).translate(sources) == targets
+    assert ModelTranslator(model, tokenizer, greedy).translate(sources) == targets
+    assert ModelTranslator(low, tokenizer, greedy).translate(sources) == targets
     beam = DecodingOptions(beam_size=4)
-    full = Translator(model, tokenizer, beam).translate(sources)
-    half = Translator(low, tokenizer, beam).translate(sources)
+    full = ModelTranslator(model, tokenizer, beam).translate(sources)
+    half = ModelTranslator(low, tokenizer, beam).translate(sources)
     same = np.mean([a == b for a, b in zip(full, half)])
     assert same >= 0.9, (same, [(a, b) for a, b in zip(full, half) if a != b][:5])
 
@@ -386,10 +386,10 @@ def test_changed_model_flags_do_not_resume_silently(tmp_path):
     _trainer(tmp_path / "run", 1).train()
     other = TransformerConfig(**{**SMALL.__dict__, "d_model": 32})
     with pytest.raises(ValueError, match="different model config"):
-        Trainer(
+        prepare_run(
             other,
             TrainingOptions(
-                model_dir=str(tmp_path / "run"), train_steps=2, mixed_precision="none"
+                model_dir=str(tmp_path / "run"), train_steps=2, mixed_precision="fp32"
             ),
             tf.distribute.MirroredStrategy(),
             tiny_vocab(),
@@ -529,7 +529,7 @@ def test_sigterm_checkpoints_and_the_same_command_resumes(tmp_path):
 
 def test_the_toy_run_learns_every_pair_with_a_margin(toy_run_dir):
     # What tests that use the toy run (t2t-eval's BLEU) rely on.
-    model, proto, _ = RunDir(toy_run_dir).load_model()
+    model, proto, _ = load_model(toy_run_dir)
     tokenizer = make_tokenizer(proto)
     sources, targets = zip(
         *[(s.decode(), t.decode()) for s, t in toy_pairs().as_numpy_iterator()]
@@ -540,7 +540,7 @@ def test_the_toy_run_learns_every_pair_with_a_margin(toy_run_dir):
         tokenizer.tokenize(targets).to_tensor().numpy(),
     )
     assert margins.min() > 1.0, np.sort(margins)[:5]
-    greedy = Translator(model, tokenizer, DecodingOptions(beam_size=1))
+    greedy = ModelTranslator(model, tokenizer, DecodingOptions(beam_size=1))
     assert greedy.translate(list(sources)) == list(targets)
 
 
@@ -550,7 +550,7 @@ def test_a_fresh_model_restores_every_trained_weight(tmp_path):
     # test, because the optimizer also tracks the variables.
     trainer = _trainer(tmp_path / "run", 5)
     trainer.train()
-    restored, proto, checkpoint = RunDir(str(tmp_path / "run")).load_model()
+    restored, proto, checkpoint = load_model(str(tmp_path / "run"))
     assert checkpoint.endswith("ckpt-5") and proto == tiny_vocab()
     assert len(restored.weights) == len(trainer.model.weights) > 20
     for want, got in zip(trainer.model.weights, restored.weights):
@@ -560,16 +560,16 @@ def test_a_fresh_model_restores_every_trained_weight(tmp_path):
 def test_auto_precision_follows_the_measured_bf16_speedup(monkeypatch, tmp_path):
     from t2t_repro.training import precision
 
-    for forced in ("none", "bf16", "fp16"):
+    for forced in ("fp32", "bf16", "fp16"):
         assert precision.resolve_precision(forced) == forced
-    for speedup, expected in [(2.0, "bf16"), (1.31, "bf16"), (1.1, "none")]:
+    for speedup, expected in [(2.0, "bf16"), (1.31, "bf16"), (1.1, "fp32")]:
         monkeypatch.setattr(
             precision, "bf16_matmul_speedup", lambda value=speedup: value
         )
         assert precision.resolve_precision("auto") == expected
     # A resumed run keeps the precision it started with, whichever way
     # today's measurement would choose.
-    for started, speedup in [("bf16", 1.1), ("none", 2.0)]:
+    for started, speedup in [("bf16", 1.1), ("fp32", 2.0)]:
         run = str(tmp_path / started)
         _trainer(run, 1, mixed_precision=started).train()
         monkeypatch.setattr(
@@ -587,7 +587,7 @@ def test_auto_precision_follows_the_measured_bf16_speedup(monkeypatch, tmp_path)
     [
         ({"bfloat16": 2.0, "float16": 2.5}, "bf16"),  # Ampere and later
         ({"bfloat16": 0.0, "float16": 3.0}, "fp16"),  # no bf16 (Volta, T4)
-        ({"bfloat16": 0.9, "float16": 1.1}, "none"),  # no fast 16-bit math
+        ({"bfloat16": 0.9, "float16": 1.1}, "fp32"),  # no fast 16-bit math
     ],
 )
 def test_auto_precision_measures_on_the_gpu(monkeypatch, speedups, expected):
@@ -622,22 +622,21 @@ def test_the_step_and_the_decoders_trace_a_bounded_number_of_times(tmp_path):
     trainer = _trainer(tmp_path, 40, config=SMALL, batch_tokens=200)
     shapes = {
         tuple(batch[1].shape)
-        for batch in itertools.islice(
-            trainer._dataset_fn(tf.distribute.InputContext()), 40
-        )
+        for batch in itertools.islice(trainer.input_state.dataset, 40)
     }
     assert len(shapes) >= 3
     trainer.train()
     assert trainer.train_step.experimental_get_tracing_count() == 1
-    translator = Translator(
+    tokenizer = make_tokenizer(tiny_vocab())
+    translator = ModelTranslator(
         trainer.model,
-        trainer.tokenizer,
+        tokenizer,
         DecodingOptions(beam_size=1, max_batch_sentences=4),
     )
     words = "ein hund läuft das gras der mann eine katze".split()
     sentences = [" ".join(words[: n % 8 + 1] * (n // 8 + 1)) for n in range(30)]
     translator.translate(sentences)
-    lengths = {len(ids) for ids in trainer.tokenizer.tokenize(sentences).to_list()}
+    lengths = {len(ids) for ids in tokenizer.tokenize(sentences).to_list()}
     traces = translator.graph.decode_ids.experimental_get_tracing_count()
     assert translator.graph.serve.experimental_get_tracing_count() == 1
     # One per (batch size, bucket width) met, not one per input length.

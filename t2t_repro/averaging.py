@@ -1,0 +1,153 @@
+"""Checkpoint averaging (t2t-average, t2t-train --average_last): the mean
+of a run's last or best checkpoints, written as a run directory of its own
+that every tool takes."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from t2t_repro.best_checkpoints import BestCheckpoints
+from t2t_repro.checkpoints import (
+    CHECKPOINT_LIST_FILENAME,
+    CHECKPOINT_NAME,
+    check_intact,
+    checkpoint_manager,
+    checkpoint_step,
+    latest_checkpoint,
+    listed_checkpoints,
+    model_checkpoint,
+)
+from t2t_repro.config import ConfigError
+from t2t_repro.data.vocabulary import SPM_MODEL_FILENAME
+from t2t_repro.files import directory_written_whole, read_json_object, write_atomically
+from t2t_repro.model import Transformer
+from t2t_repro.run_dir import CONFIG_FILENAME, RunDir
+
+# t2t-train --average_last's average, in the run directory.
+AVERAGE_DIRNAME = "average"
+# In an average's directory: what it averages, and that an average wrote it.
+AVERAGED_FILENAME = "averaged.json"
+
+
+def newest_checkpoints(model_dir, count):
+    """Paths of the `count` newest checkpoints the run kept, oldest
+    first."""
+    paths = listed_checkpoints(model_dir)
+    if len(paths) < count:
+        raise ConfigError(
+            f"{model_dir}: holds {len(paths)} "
+            f"checkpoint(s), cannot average the last "
+            f"{count}; raise --keep_checkpoints when "
+            "training"
+        )
+    return paths[-count:]
+
+
+def selected_checkpoints(model_dir, count, select="last"):
+    """Paths of the `count` newest checkpoints (`select="last"`) or of the
+    best by dev BLEU (`"best"`, kept by `--keep_best`), ending with the
+    newest (or best), which names an average of them."""
+    if select == "best":
+        return BestCheckpoints(model_dir).best_paths(count)[::-1]
+    if select == "last":
+        return newest_checkpoints(model_dir, count)
+    raise ConfigError(f"select must be 'last' or 'best', got {select!r}")
+
+
+def average_checkpoints(model_dir, output_dir, count, select="last", replace=False):
+    """Writes the mean of the float weights of the `selected_checkpoints`
+    of the run in `model_dir` into `output_dir`, a run dir of its own;
+    other variables, such as dropout RNG states, come from the newest (or
+    best) one. Returns the new checkpoint's path, named after that one's
+    step. `output_dir` also gets AVERAGED_FILENAME, saying what was
+    averaged. With `replace`, an existing `output_dir` is replaced once
+    the new average is complete."""
+    paths = selected_checkpoints(model_dir, count, select)
+    run_dir = RunDir(model_dir)
+    model = Transformer(run_dir.load_config(), name="transformer")
+    checkpoint = model_checkpoint(model)
+    sums = [np.zeros(v.shape, np.float64) for v in model.weights]
+    for path in paths:
+        check_intact(model_dir, path)
+    for path in paths:
+        checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+        for total, variable in zip(sums, model.weights):
+            total += variable.numpy()
+    for total, variable in zip(sums, model.weights):
+        if "float" in str(variable.dtype):
+            variable.assign((total / len(paths)).astype(variable.dtype))
+    if tf.io.gfile.exists(output_dir) and not tf.io.gfile.listdir(output_dir):
+        tf.io.gfile.rmtree(output_dir)  # an empty one is ours to fill
+    with directory_written_whole(output_dir, replace) as partial:
+        for name in (CONFIG_FILENAME, SPM_MODEL_FILENAME):
+            shutil.copyfile(run_dir.file(name), os.path.join(partial, name))
+        checkpoint_manager(checkpoint, partial, 1).save(
+            checkpoint_number=checkpoint_step(paths[-1])
+        )
+        write_atomically(
+            os.path.join(partial, AVERAGED_FILENAME),
+            json.dumps(
+                {
+                    "select": select,
+                    "count": count,
+                    "checkpoints": [os.path.basename(p) for p in paths],
+                },
+                indent=1,
+            ),
+        )
+    saved = latest_checkpoint(output_dir)
+    logging.info("averaged %s into %s", ", ".join(paths), saved)
+    return saved
+
+
+def average_of_last(model_dir, count):
+    """(average directory, checkpoint paths) of the last `count`
+    checkpoints of the run in `model_dir`, written to MODEL_DIR/average
+    unless it is current."""
+    paths = newest_checkpoints(model_dir, count)
+    output = os.path.join(model_dir, AVERAGE_DIRNAME)
+    exists = tf.io.gfile.exists(output)
+    if exists:
+        averaged = averaged_checkpoints(output)
+        if averaged is None:
+            raise ConfigError(
+                f"{output} exists and is not an average of the last "
+                "checkpoints (no averaged.json saying so, or files "
+                "averages do not hold); move it away"
+            )
+        if averaged.get("checkpoints") == [os.path.basename(p) for p in paths]:
+            return output, paths
+        logging.info(
+            "replacing %s, the average of %s",
+            output,
+            ", ".join(averaged.get("checkpoints") or ["unrecorded checkpoints"]),
+        )
+    average_checkpoints(model_dir, output, count, replace=exists)
+    return output, paths
+
+
+def averaged_checkpoints(directory):
+    """What `directory` averages, if `average_checkpoints(select="last")`
+    wrote it and it holds nothing else: its AVERAGED_FILENAME's object ({}
+    without one, as averages written before it existed); None for
+    anything else."""
+    names = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)}
+    average_files = {
+        CONFIG_FILENAME,
+        SPM_MODEL_FILENAME,
+        CHECKPOINT_LIST_FILENAME,
+        AVERAGED_FILENAME,
+    }
+    if not all(
+        name in average_files or name.startswith(CHECKPOINT_NAME + "-")
+        for name in names
+    ):
+        return None
+    if AVERAGED_FILENAME not in names:
+        return {}
+    averaged = read_json_object(os.path.join(directory, AVERAGED_FILENAME))
+    return averaged if averaged.get("select") == "last" else None

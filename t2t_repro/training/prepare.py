@@ -1,0 +1,209 @@
+"""A training run prepared once, for t2t-train and Python callers alike:
+the run directory locked and its files written, then the `Trainer`'s
+parts built, restored from the newest intact checkpoint, and handed to
+it."""
+
+import contextlib
+import dataclasses
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from t2t_repro.best_checkpoints import BestCheckpoints
+from t2t_repro.checkpoints import (
+    checkpoint_manager,
+    checkpoint_to_resume,
+    model_checkpoint,
+)
+from t2t_repro.config import ConfigError
+from t2t_repro.data.vocabulary import make_tokenizer, vocab_size_of
+from t2t_repro.model import Transformer
+from t2t_repro.run_dir import RunDir
+from t2t_repro.run_lock import training_lock
+from t2t_repro.training import distribution
+from t2t_repro.training.input_state import InputState, data_identity, record_start
+from t2t_repro.training.precision import POLICIES, resolve_precision
+from t2t_repro.training.schedule import TransformerSchedule, paper_adam
+from t2t_repro.training.trainer import Trainer
+
+
+def prepare_run(
+    model_config,
+    options,
+    strategy,
+    vocab_proto,
+    train_pairs=None,
+    evaluator=None,
+    data_sources=None,
+):
+    """A `Trainer` of `model_config` on `options.model_dir`, resumed from
+    its newest intact checkpoint if it has one (a corrupt newer one is set
+    aside).
+
+    On the chief, first takes the run directory's lock, which the trainer
+    lets go of when its training ends (or this function, if it fails), and
+    writes the run's files (`write_run_files`).
+
+    Args:
+        vocab_proto: the run's serialized SentencePiece model.
+        train_pairs: a tf.data.Dataset of (source, target) strings, or
+            None for a trainer whose caller feeds its compiled step.
+        evaluator: a `DevEvaluator`, or None.
+        data_sources: {"train": Corpus, "dev": Corpus or None}, where the
+            pairs come from: training.json records their identity, and a
+            resume on changed data is refused unless
+            `allow_option_changes`.
+    """
+    # "auto" becomes the precision this run trains in (and records).
+    options = dataclasses.replace(
+        options,
+        mixed_precision=resolve_precision(options.mixed_precision, options.model_dir),
+    )
+    run_dir = RunDir(options.model_dir)
+    is_chief = distribution.is_chief(strategy)
+    with contextlib.ExitStack() as lock:
+        data_order_changed = []
+        if is_chief:
+            lock.enter_context(training_lock(run_dir.path))
+            data_order_changed = write_run_files(
+                run_dir,
+                model_config,
+                vocab_proto,
+                options,
+                strategy.num_replicas_in_sync,
+                data_identity(data_sources),
+            )
+        keras.utils.set_random_seed(options.seed)
+        pieces = vocab_size_of(vocab_proto)
+        if model_config.vocab_size != pieces:
+            raise ConfigError(
+                f"model vocab_size={model_config.vocab_size} but the "
+                f"SentencePiece vocabulary has {pieces} pieces: the "
+                "decoder would emit ids the vocabulary cannot detokenize"
+            )
+        training_tokenizer = make_tokenizer(
+            vocab_proto, sampling=options.subword_sampling
+        )
+        model, optimizer, schedule = model_and_optimizer(
+            model_config, options, strategy
+        )
+        checkpoint = training_checkpoint(model, optimizer)
+        input_state = None
+        if train_pairs is not None:
+            input_state = InputState(
+                train_pairs,
+                training_tokenizer,
+                options,
+                model_config.max_length,
+                distribution.input_context(strategy),
+                checkpoint,
+                is_chief,
+                # Only the chief knows whether the order changed; other
+                # workers replay whenever changes are allowed (replaying the
+                # same pipeline gives the same state, so the workers stay
+                # consistent).
+                restorable=not (
+                    data_order_changed
+                    or (options.allow_option_changes and not is_chief)
+                ),
+            )
+        # Every worker resumes from the chief's checkpoint (the shared
+        # model_dir), or workers would resume at different steps with
+        # different weights; the chief sets the corrupt ones aside before
+        # its manager reads the checkpoint list.
+        restored = checkpoint_to_resume(run_dir.path, set_aside=is_chief)
+        manager = checkpoint_manager(
+            checkpoint,
+            run_dir.path
+            if is_chief
+            else run_dir.file(f".worker_{strategy.cluster_resolver.task_id}"),
+            options.keep_checkpoints,
+        )
+        # Every worker keeps the dev history (early stopping must agree);
+        # only the chief keeps checkpoints. Read before the restore, so that
+        # a damaged record is named before anything else can fail.
+        best = BestCheckpoints(
+            run_dir.path if is_chief else manager.directory + "_dev",
+            options.keep_best if is_chief else 0,
+            model_checkpoint(model),
+        )
+        step = 0
+        if restored:
+            checkpoint.restore(restored)
+            step = int(checkpoint.global_step.numpy())
+            logging.info("resumed from %s at step %d", restored, step)
+            if input_state is not None:
+                input_state.restore(restored, step)
+        best.forget_after(step)
+        return Trainer(
+            model,
+            optimizer,
+            schedule,
+            manager,
+            strategy,
+            options,
+            best,
+            input_state,
+            evaluator,
+            lock=lock.pop_all(),
+        )
+
+
+def write_run_files(run_dir, model_config, vocab_proto, options, replicas, data):
+    """Writes the run's config.json, spm.model and training.json, or checks
+    them against the ones a resumed run has (before any restore, so that a
+    changed config is named, not reported as a variable shape mismatch).
+    Returns the names of the data-order options and data that changed
+    (`record_start`)."""
+    run_dir.save_config(model_config)
+    run_dir.save_vocabulary(vocab_proto)
+    return record_start(run_dir, options, replicas, options.allow_option_changes, data)
+
+
+@contextlib.contextmanager
+def _global_dtype_policy(policy):
+    """Layers built inside take `policy`; the process default is restored
+    after, so models built later (decoders, tools, tests) are unaffected."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
+def model_and_optimizer(model_config, options, strategy):
+    """(model, optimizer, learning-rate schedule) of a new run, built in
+    `strategy`'s scope, the model in `options.mixed_precision`."""
+    with strategy.scope():
+        with _global_dtype_policy(POLICIES[options.mixed_precision]):
+            model = Transformer(model_config, name="transformer")
+        schedule = TransformerSchedule(
+            model_config.d_model,
+            options.warmup_steps,
+            options.learning_rate_scale,
+            options.cooldown_steps,
+            options.train_steps,
+        )
+        optimizer = paper_adam(schedule, options.weight_decay)
+        if options.mixed_precision == "fp16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        # Keras 3 optimizers must be built inside the scope before the
+        # first compiled step.
+        optimizer.build(model.trainable_variables)
+    return model, optimizer, schedule
+
+
+def training_checkpoint(model, optimizer):
+    """The `tf.train.Checkpoint` a training run saves: the model, the
+    optimizer and new step counters (`Trainer`)."""
+    return model_checkpoint(
+        model,
+        optimizer=optimizer,
+        global_step=tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step"),
+        train_seconds=tf.Variable(
+            0.0, dtype=tf.float64, trainable=False, name="train_seconds"
+        ),
+        tokens_seen=tf.Variable(0, dtype=tf.int64, trainable=False, name="tokens_seen"),
+    )

@@ -1,0 +1,46 @@
+"""Dropout, Keras' layer with a cheaper mask: its rate, scale, seed,
+gradient and compute dtype."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_repro import layers
+
+
+def test_dropout_keeps_its_rate_scales_the_rest_and_follows_its_seed(activations):
+    ones = tf.ones([63, 33, 31])  # an odd number of elements
+    dropout = layers.Dropout(0.1, seed=3)
+    first = dropout(ones, training=True).numpy()
+    kept = first != 0
+    scale = 65536 / (65536 - 6554)
+    np.testing.assert_allclose(first[kept], scale, rtol=1e-6)
+    assert abs(kept.mean() - (1 - 6554 / 65536)) < 0.005
+    assert not np.array_equal(first, dropout(ones, training=True))
+    np.testing.assert_array_equal(
+        first, layers.Dropout(0.1, seed=3)(ones, training=True)
+    )
+    np.testing.assert_array_equal(dropout(ones), ones)
+    x = tf.constant(activations)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layers.Dropout(0.5, seed=4)(x, training=True)
+    gradient = tape.gradient(y, x).numpy()
+    np.testing.assert_array_equal(gradient, np.where(y.numpy() != 0, 2.0, 0.0))
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_dropout_in_compute_dtype(dtype):
+    """Also: rates that round to 0 or 1 in 16 bits run Keras' dropout."""
+    ones = tf.ones([8, 8])
+    np.testing.assert_array_equal(
+        layers.Dropout(1.0)(ones, training=True), tf.zeros_like(ones)
+    )
+    np.testing.assert_allclose(  # Keras' scale; 16 bits would keep 1.0
+        layers.Dropout(1e-6)(ones, training=True), 1 / (1 - 1e-6), rtol=1e-7
+    )
+    dropped = layers.Dropout(0.5, seed=5, dtype=dtype.name)(
+        tf.ones([8, 8], dtype), training=True
+    )
+    assert dropped.dtype == dtype
+    assert set(np.unique(tf.cast(dropped, tf.float32))) <= {0.0, 2.0}
