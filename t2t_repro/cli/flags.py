@@ -460,6 +460,18 @@ def define_training_flags(show=True):
         show=show,
     )
     _define(
+        flags.DEFINE_float,
+        "collective_timeout",
+        0.0,
+        "With several workers (TF_CONFIG): seconds a step waits for the "
+        "other workers before training ends with an error naming the "
+        "latest checkpoint (0: waits for ever). Set it above the slowest "
+        "step, evaluation and checkpoint.",
+        lower_bound=0.0,
+        topic=TRAINING,
+        show=show,
+    )
+    _define(
         flags.DEFINE_string,
         "init_from",
         None,

@@ -107,7 +107,7 @@ def main():
     for corpus in (train_corpus, dev_corpus, test_corpus):
         if corpus is not None:
             corpus.check_files()
-    strategy = distribution.make_strategy(FLAGS.cpu_devices)
+    strategy = distribution.make_strategy(FLAGS.cpu_devices, FLAGS.collective_timeout)
     logging.info(
         "%d replica(s) with %s", strategy.num_replicas_in_sync, type(strategy).__name__
     )
@@ -170,9 +170,10 @@ def main():
     if trainer.interrupted_by is not None:
         # A scheduler must see that the run did not finish.
         logging.warning(
-            "stopped by signal %d at step %d, checkpoint saved; "
-            "the same command resumes",
-            trainer.interrupted_by,
+            "stopped by %s at step %d, checkpoint saved; the same command resumes",
+            "another worker's signal"
+            if trainer.stopped_by_peer
+            else f"signal {trainer.interrupted_by}",
             trainer.step,
         )
         sys.exit(128 + trainer.interrupted_by)

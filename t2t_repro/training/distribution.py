@@ -77,18 +77,23 @@ def split_cpu(num_devices):
     )
 
 
-def make_strategy(cpu_devices=1):
+def make_strategy(cpu_devices=1, collective_timeout=0):
     """MultiWorkerMirrored if TF_CONFIG names several tasks, else Mirrored.
 
     MirroredStrategy uses every local GPU, or the CPU when there is none;
     `cpu_devices` > 1 splits the CPU into logical devices and mirrors over
     those (useful to exercise multi-replica code; it is slower than one
-    replica on a CPU).
+    replica on a CPU). With several workers, a collective operation that
+    has not finished after `collective_timeout` seconds (0: no limit)
+    raises DeadlineExceededError instead of waiting for a stalled peer.
     """
     if cpu_devices > 1:
         split_cpu(cpu_devices)
     if training_tasks() > 1:
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        options = tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=collective_timeout or None
+        )
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if cpu_devices > 1:
         return tf.distribute.MirroredStrategy(
             [device.name for device in tf.config.list_logical_devices("CPU")]

@@ -45,13 +45,20 @@ class TrainStep:
         self.local_replicas = local_replicas
         self.global_step = global_step
         self.tokens_seen = tokens_seen
+        # 1 on a worker that was asked to stop. Read by every replica of
+        # every step and summed with the step's totals, so that all
+        # workers learn of one worker's signal at the same step. This
+        # process's own value: the host sets it without a collective.
+        self.stop_vote = tf.Variable(0.0, trainable=False, name="stop_vote")
 
     def compile(self, element_spec):
         """The step as a `tf.function` of one tuple of
         `accum_steps * local_replicas` batches of `element_spec`; it
         returns the step's totals summed over replicas: `loss_sum`,
         `target_tokens`, `correct`, `real_tokens`, `padded_tokens`,
-        `grad_norm` and `nonfinite` (1 if the update was skipped)."""
+        `grad_norm`, `nonfinite` (1 if the update was skipped) and
+        `stop_votes` (`stop_vote` summed over replicas: above 0 when a
+        worker was asked to stop)."""
         micro_batch_gradients = self._micro_batch_gradients
         if self.options.jit_compile:
             micro_batch_gradients = tf.function(micro_batch_gradients, jit_compile=True)
@@ -141,6 +148,7 @@ class TrainStep:
         self._apply_if(finite, gradients)
         # Summed over replicas by the step: 1 per skipped step.
         totals["nonfinite"] = (1.0 - tf.cast(finite, tf.float32)) / replicas
+        totals["stop_votes"] = tf.identity(self.stop_vote)
         return totals
 
     def _apply_if(self, finite, gradients):

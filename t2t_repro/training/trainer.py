@@ -21,6 +21,15 @@ from t2t_repro.training import TrainingError, distribution
 from t2t_repro.training.metrics import IntervalMetrics, write_metrics
 from t2t_repro.training.step import TrainStep
 
+# What a collective raises when a peer stops answering: its timeout
+# (--collective_timeout), or the strategy's own check of its peers.
+_LOST_WORKER_ERRORS = (
+    tf.errors.DeadlineExceededError,
+    tf.errors.UnavailableError,
+    tf.errors.CancelledError,
+    tf.errors.AbortedError,
+)
+
 
 class Trainer:
     """Trains `model` under a `tf.distribute` strategy (see `TrainStep` for
@@ -30,7 +39,9 @@ class Trainer:
     `max_nonfinite` such steps in a row stop training with a
     `TrainingError`, and weights that are not finite are never saved. A
     SIGTERM or SIGINT checkpoints and stops (`interrupted_by`); a second
-    one exits at once.
+    one exits at once. With several workers, a signal to any one of them
+    stops them all after the same step, each saving its part of that
+    step's checkpoint (`stopped_by_peer` on the others).
 
     Args:
         model: a `Transformer`, built in `strategy`'s scope.
@@ -91,8 +102,11 @@ class Trainer:
         self.local_replicas = (
             strategy.num_replicas_in_sync // context.num_input_pipelines
         )
-        # The signal that interrupted training, if one did.
+        self.workers = context.num_input_pipelines
+        # The signal that interrupted training, if one did (another
+        # worker's SIGTERM, if `stopped_by_peer`).
         self.interrupted_by = None
+        self.stopped_by_peer = False
         self._train_writer = self._writer("train")
         self._dev_writer = self._writer("dev")
 
@@ -111,7 +125,7 @@ class Trainer:
         `accum_steps * local_replicas` batches, it updates the model once
         and returns the step's totals. `train` calls it on the input's
         batches; benchmarks and tests feed it batches of their own."""
-        return TrainStep(
+        step = TrainStep(
             self.model,
             self.optimizer,
             self.strategy,
@@ -119,7 +133,9 @@ class Trainer:
             self.local_replicas,
             self.global_step,
             self.tokens_seen,
-        ).compile(element_spec)
+        )
+        self._stop_vote = step.stop_vote
+        return step.compile(element_spec)
 
     # Loop --------------------------------------------------------------
 
@@ -142,7 +158,23 @@ class Trainer:
         `lock` (another trainer may take the run over) when it returns or
         raises."""
         with self.lock:
-            return self._train()
+            try:
+                return self._train()
+            except _LOST_WORKER_ERRORS as error:
+                if self.workers == 1:
+                    raise
+                latest = tf.train.latest_checkpoint(self.options.model_dir)
+                resume = (
+                    f"the latest checkpoint is {latest}: run the same command "
+                    "on every worker to resume from it"
+                    if latest
+                    else "no checkpoint was saved yet"
+                )
+                raise TrainingError(
+                    f"step {self.step}: a collective operation with the other "
+                    f"workers failed ({type(error).__name__}); a worker "
+                    f"stopped, died or cannot be reached; {resume}"
+                ) from None
 
     def _train(self):
         options = self.options
@@ -174,8 +206,14 @@ class Trainer:
             options.train_steps, "trained", "steps", self.step, interval=None
         )
         try:
-            while self.step < options.train_steps and self.interrupted_by is None:
+            while self.step < options.train_steps:
+                if self.interrupted_by is not None:
+                    if self.workers == 1:
+                        break
+                    # The others stop after this step too (see below).
+                    self._stop_vote.assign(1.0)
                 outputs = train_step(self.input_state.next_batches())
+                stop_votes = float(outputs.pop("stop_votes"))
                 interval.add(outputs)
                 progress.update()
                 step = self.step
@@ -206,6 +244,18 @@ class Trainer:
                     self.evaluate()
                     if self._patience_exhausted():
                         break
+                if stop_votes > 0:
+                    if self.interrupted_by is None:
+                        # A preemption signals one worker: the others
+                        # report the stop the same way.
+                        self.interrupted_by = signal.SIGTERM
+                        self.stopped_by_peer = True
+                        logging.warning(
+                            "another worker was signalled: checkpointing "
+                            "and stopping at step %d",
+                            step,
+                        )
+                    break
         finally:
             progress.close()
             for sig, handler in previous.items():

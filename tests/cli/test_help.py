@@ -141,6 +141,7 @@ CASES = {  # tool: (how help is asked for, headings, {flag: heading})
             "spm_model_type": "Data",
             "num_layers": "Model",
             "cpu_devices": "Training",
+            "collective_timeout": "Training",
             "init_from": "Fine-tuning",
             "init_optimizer_slots": "Fine-tuning",
             **dict.fromkeys(_flags_of(TransformerConfig), "Model"),

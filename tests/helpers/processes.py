@@ -2,6 +2,7 @@
 Python processes, as a user or a server would."""
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -17,6 +18,13 @@ def quiet_environment(**extra):
     package importable (the helper scripts import each other), plus
     `extra`."""
     return {**os.environ, "PYTHONPATH": TESTS, "TF_CPP_MIN_LOG_LEVEL": "2", **extra}
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 that nothing listens on (for TF_CONFIG)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def run_python(args, stdin=None, env=None, timeout=600):

@@ -4,7 +4,6 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -18,6 +17,7 @@ from helpers.one_training_step import global_batch, one_step
 from helpers.processes import (
     HELPERS,
     REPO,
+    free_port,
     quiet_environment,
     run_python,
     signal_after_step,
@@ -75,12 +75,6 @@ def test_two_mirrored_replicas_match_one_device(tmp_path):
     _assert_same_step(single, mirrored, replicas=2)
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize(
     "layout",
     [
@@ -92,7 +86,7 @@ def _free_port():
 )
 def test_two_worker_processes_match_one_device(tmp_path, layout):
     single = _one_step(tmp_path, "single", 1)
-    addresses = [f"127.0.0.1:{_free_port()}" for _ in layout]
+    addresses = [f"127.0.0.1:{free_port()}" for _ in layout]
     cluster = {}
     tasks = []
     for kind, address in zip(layout, addresses):
@@ -128,7 +122,7 @@ def test_two_worker_processes_match_one_device(tmp_path, layout):
 def _two_workers(model_dir, steps, outputs):
     """Runs worker_training.py as both workers of a 2-worker cluster;
     returns each worker's saved step and weights."""
-    workers = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    workers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     processes = []
     for index in range(2):
         tf_config = json.dumps(

@@ -1,0 +1,140 @@
+"""Two `t2t-train` processes in the chief + worker layout: a SIGTERM to
+either stops both after the same step, with that step's checkpoint, and
+the same command resumes exactly; a stalled worker ends the other with one
+line once `--collective_timeout` passes."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers.processes import REPO, free_port, quiet_environment
+from helpers.run_inspection import checkpoint_weights
+from helpers.shared_data import multi30k
+from t2t_repro.checkpoints import load_model
+
+STEPS = 30
+
+
+def _start(model_dir, steps, *extra):
+    """Chief and worker processes of one run, stderr piped."""
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    cluster = {"chief": addresses[:1], "worker": addresses[1:]}
+    processes = []
+    for kind in ("chief", "worker"):
+        tf_config = {"cluster": cluster, "task": {"type": kind, "index": 0}}
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "t2t_repro.cli",
+                    "train",
+                    "--flagfile=flags/tiny.cfg",
+                    f"--model_dir={model_dir}",
+                    f"--train_steps={steps}",
+                    "--checkpoint_every=1000",
+                    "--log_every=1",
+                    f"--train_src={multi30k('val', 'en')}",
+                    f"--train_tgt={multi30k('val', 'de')}",
+                    "--test_src=",
+                    "--test_tgt=",
+                    *extra,
+                ],
+                cwd=REPO,
+                env=quiet_environment(TF_CONFIG=json.dumps(tf_config)),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    return processes
+
+
+def _wait_for_step(process, step, timeout=300):
+    """Reads `process`'s stderr until it logs `step STEP/`."""
+    deadline = time.time() + timeout
+    for line in process.stderr:
+        if f"step {step}/" in line or time.time() > deadline:
+            return
+
+
+def _finish(processes, timeout=300):
+    results = []
+    for process in processes:
+        _, stderr = process.communicate(timeout=timeout)
+        results.append((process.returncode, stderr))
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signalled", ["chief", "worker"])
+def test_a_sigterm_to_one_worker_stops_both_at_one_step_and_resumes_exactly(
+    tmp_path, signalled
+):
+    straight = tmp_path / "straight"
+    assert [code for code, _ in _finish(_start(straight, STEPS))] == [0, 0]
+
+    resumed = tmp_path / "resumed"
+    processes = _start(resumed, STEPS)
+    target = processes[["chief", "worker"].index(signalled)]
+    _wait_for_step(target, 5)
+    target.send_signal(signal.SIGTERM)
+    signalled_at = time.time()
+    results = _finish(processes, timeout=120)
+    assert time.time() - signalled_at < 60
+    for code, stderr in results:
+        assert code == 128 + signal.SIGTERM, stderr[-2000:]
+    stopped_at = int(tf.train.latest_checkpoint(str(resumed)).rsplit("-", 1)[1])
+    assert 5 <= stopped_at < STEPS
+    # Each says it stopped at that step: the same one.
+    for _, stderr in results:
+        assert f"at step {stopped_at}, checkpoint saved" in stderr, stderr[-2000:]
+    peer = results[1 - ["chief", "worker"].index(signalled)][1]
+    assert "another worker's signal" in peer
+
+    results = _finish(_start(resumed, STEPS))
+    for code, stderr in results:
+        assert code == 0, stderr[-2000:]
+        assert f"at step {stopped_at}" in stderr
+        # Both input pipelines came back from their saved state.
+        assert "holds no input state" not in stderr
+    for got, want in zip(
+        checkpoint_weights(resumed, STEPS), checkpoint_weights(straight, STEPS)
+    ):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_stalled_worker_ends_the_chief_with_one_line(tmp_path):
+    timeout = 20
+    chief, worker = _start(
+        tmp_path,
+        100_000,
+        f"--collective_timeout={timeout}",
+        "--checkpoint_every=3",
+    )
+    _wait_for_step(worker, 5)
+    worker.send_signal(signal.SIGSTOP)
+    stalled_at = time.time()
+    try:
+        _, stderr = chief.communicate(timeout=timeout + 120)
+    finally:
+        worker.kill()
+        worker.communicate()
+    assert time.time() - stalled_at < timeout + 60
+    assert chief.returncode not in (0, None)
+    # One line from the tool (TensorFlow's runtime logs its own abort).
+    errors = [line for line in stderr.splitlines() if "t2t-train: error:" in line]
+    assert len(errors) == 1 and "Traceback" not in stderr, stderr[-3000:]
+    assert "a collective operation with the other workers failed" in errors[0]
+    # The run keeps what it saved: the tool names the latest checkpoint,
+    # which loads.
+    latest = tf.train.latest_checkpoint(str(tmp_path))
+    assert latest and f"the latest checkpoint is {latest}" in errors[0]
+    load_model(str(tmp_path), latest)
