@@ -1,7 +1,10 @@
 """The training loop: a `Trainer` is handed its model, optimizer,
 checkpoint manager, input and evaluator (`prepare_run` builds them for a
 run directory) and trains them to `train_steps`: checkpointed, logged,
-stoppable by a signal, evaluated on the dev set."""
+stoppable by a signal, evaluated on the dev set. Over 300 lines because
+the loop's stop, save, evaluation and failure paths share its state (the
+step, the stop vote, the checkpoint manager); what a step computes is
+`step.py`, what it reads `input_state.py`."""
 
 import contextlib
 import dataclasses
