@@ -119,12 +119,12 @@ def average_of_last(model_dir, count):
                 "checkpoints (no averaged.json saying so, or files "
                 "averages do not hold); move it away"
             )
-        if averaged.get("checkpoints") == [os.path.basename(p) for p in paths]:
+        if averaged["checkpoints"] == [os.path.basename(p) for p in paths]:
             return output, paths
         logging.info(
             "replacing %s, the average of %s",
             output,
-            ", ".join(averaged.get("checkpoints") or ["unrecorded checkpoints"]),
+            ", ".join(map(str, averaged["checkpoints"])),
         )
     average_checkpoints(model_dir, output, count, replace=exists)
     return output, paths
@@ -132,9 +132,8 @@ def average_of_last(model_dir, count):
 
 def averaged_checkpoints(directory):
     """What `directory` averages, if `average_checkpoints(select="last")`
-    wrote it and it holds nothing else: its AVERAGED_FILENAME's object ({}
-    without one, as averages written before it existed); None for
-    anything else."""
+    wrote it and it holds nothing else: its AVERAGED_FILENAME's object;
+    None for anything else."""
     names = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)}
     average_files = {
         CONFIG_FILENAME,
@@ -142,12 +141,14 @@ def averaged_checkpoints(directory):
         CHECKPOINT_LIST_FILENAME,
         AVERAGED_FILENAME,
     }
-    if not all(
+    if AVERAGED_FILENAME not in names or not all(
         name in average_files or name.startswith(CHECKPOINT_NAME + "-")
         for name in names
     ):
         return None
-    if AVERAGED_FILENAME not in names:
-        return {}
     averaged = read_json_object(os.path.join(directory, AVERAGED_FILENAME))
-    return averaged if averaged.get("select") == "last" else None
+    if averaged.get("select") != "last" or not isinstance(
+        averaged.get("checkpoints"), list
+    ):
+        return None
+    return averaged

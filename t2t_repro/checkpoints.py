@@ -47,7 +47,14 @@ def listed_checkpoints(model_dir):
         if tf.io.gfile.exists(path):
             raise ConfigError(f"{path}: corrupt (not a list of checkpoints)")
         return []
-    paths = list(state.all_model_checkpoint_paths)
+    # The manager deletes a checkpoint it no longer keeps before it rewrites
+    # the list, so a process killed in between leaves the list naming an
+    # older checkpoint whose index is gone: the run had let it go already.
+    paths = [
+        path
+        for path in state.all_model_checkpoint_paths
+        if path == state.model_checkpoint_path or tf.io.gfile.exists(path + ".index")
+    ]
     if state.model_checkpoint_path not in paths:
         paths.append(state.model_checkpoint_path)
     return paths

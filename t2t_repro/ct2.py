@@ -41,6 +41,7 @@ from t2t_repro.data.vocabulary import (
 )
 from t2t_repro.files import directory_written_whole
 from t2t_repro.inference.batching import BatchingTranslator
+from t2t_repro.layers.decoder_layer import DecoderLayer
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
 from t2t_repro.serving import model_and_vocabulary
 
@@ -97,6 +98,22 @@ def _feed_forward(spec, layer):
     _norm(spec.layer_norm, layer.feed_forward_norm)
 
 
+def _layer(spec, layer):
+    """An encoder or decoder layer: self-attention, cross-attention (a
+    decoder's), then the feed-forward network."""
+    _attention(
+        spec.self_attention, layer.self_attention, layer.attention_norm, cross=False
+    )
+    if isinstance(layer, DecoderLayer):
+        _attention(
+            spec.attention,
+            layer.cross_attention,
+            layer.cross_attention_norm,
+            cross=True,
+        )
+    _feed_forward(spec.ffn, layer)
+
+
 def _position_table(model):
     """[positions, d_model]: every position a source (max_length) or an
     output (max_length + EXTRA_DECODE_LENGTH) can reach."""
@@ -132,28 +149,12 @@ def transformer_spec(model, tokens):
         side.position_encodings.encodings = table
     decoder.projection.weight = embedding
     decoder.projection.bias = np.zeros(c.vocab_size, np.float32)
-    for layer_spec, layer in zip(encoder.layer, model.encoder_layers):
-        _attention(
-            layer_spec.self_attention,
-            layer.self_attention,
-            layer.attention_norm,
-            cross=False,
-        )
-        _feed_forward(layer_spec.ffn, layer)
-    for layer_spec, layer in zip(decoder.layer, model.decoder_layers):
-        _attention(
-            layer_spec.self_attention,
-            layer.self_attention,
-            layer.attention_norm,
-            cross=False,
-        )
-        _attention(
-            layer_spec.attention,
-            layer.cross_attention,
-            layer.cross_attention_norm,
-            cross=True,
-        )
-        _feed_forward(layer_spec.ffn, layer)
+    for side, layers in (
+        (encoder, model.encoder_layers),
+        (decoder, model.decoder_layers),
+    ):
+        for layer_spec, layer in zip(side.layer, layers):
+            _layer(layer_spec, layer)
     if c.pre_norm:
         _norm(encoder.layer_norm, model.encoder_norm)
         _norm(decoder.layer_norm, model.decoder_norm)
@@ -173,22 +174,20 @@ def export_ctranslate2(
     `serving.model_and_vocabulary`). `quantization`: None (float32) or one
     of config.CT2_QUANTIZATIONS.
     """
-    ctranslate2 = _ctranslate2()
+    _ctranslate2()  # without the extra, fails before the model loads
     model, proto, _ = model_and_vocabulary(model, vocabulary, checkpoint)
     spec = transformer_spec(model, vocabulary_tokens(make_tokenizer(proto)))
-
-    class _Converter(ctranslate2.converters.Converter):
-        def _load(self):
-            return spec
-
     if os.path.exists(output_dir):
         raise FileExistsError(f"{output_dir} exists; give a new directory")
     with directory_written_whole(os.path.abspath(output_dir)) as partial:
-        _Converter().convert(partial, quantization=quantization, force=True)
-        with open(os.path.join(partial, SPM_MODEL_FILENAME), "wb") as handle:
-            handle.write(proto)
-        with open(os.path.join(partial, CONFIG_FILE), "w", encoding="utf-8") as handle:
-            json.dump(dataclasses.asdict(model.config), handle, indent=1)
+        # What a CTranslate2 converter does with the spec it builds.
+        spec.validate()
+        spec.optimize(quantization=quantization)
+        spec.save(partial)
+        with open(os.path.join(partial, SPM_MODEL_FILENAME), "wb") as vocabulary_file:
+            vocabulary_file.write(proto)
+        with open(os.path.join(partial, CONFIG_FILE), "w", encoding="utf-8") as config:
+            json.dump(dataclasses.asdict(model.config), config, indent=1)
     return output_dir
 
 

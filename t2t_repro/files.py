@@ -2,6 +2,8 @@
 one damaged anyway (a truncated copy, a full disk) is named in one line."""
 
 import contextlib
+import ctypes
+import errno
 import fcntl
 import hashlib
 import json
@@ -68,6 +70,36 @@ def _remove_dead_writers_partials(destination):
         shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
 
 
+# renameat2(2) of Linux 3.15+ (glibc 2.28+), whose RENAME_EXCHANGE swaps
+# two paths in one step; None where the C library has none.
+_RENAMEAT2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(first, second):
+    """Swaps the local directories `first` and `second` in one step, so
+    that no moment sees either name empty; False (nothing done) where the
+    system or the file system cannot."""
+    if _RENAMEAT2 is None or not _is_local(first):
+        return False
+    if (
+        _RENAMEAT2(
+            _AT_FDCWD,
+            os.fsencode(first),
+            _AT_FDCWD,
+            os.fsencode(second),
+            _RENAME_EXCHANGE,
+        )
+        == 0
+    ):
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), second)
+
+
 def _terminate(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -103,7 +135,9 @@ def directory_written_whole(destination, replace=False):
     Without `replace`, FileExistsError if `destination` exists, before or
     after the block: of two writers, the first to finish wins and the
     other leaves no trace. With `replace`, an existing `destination` is
-    replaced only once the new one is complete."""
+    replaced only once the new one is complete, in one swap on a local
+    Linux file system (elsewhere by two renames, between which a kill
+    would leave neither at `destination`)."""
     if tf.io.gfile.exists(destination) and not replace:
         raise FileExistsError(f"{destination} exists")
     _remove_dead_writers_partials(destination)
@@ -128,10 +162,12 @@ def directory_written_whole(destination, replace=False):
                     raise FileExistsError(
                         f"{destination} exists: written by another process meanwhile"
                     )
-                old = partial + ".old"
-                tf.io.gfile.rename(destination, old)
-                tf.io.gfile.rename(partial, destination)
-                tf.io.gfile.rmtree(old)
+                # The old one ends up at `partial`, removed below.
+                if not _exchange(partial, destination):
+                    old = partial + ".old"
+                    tf.io.gfile.rename(destination, old)
+                    tf.io.gfile.rename(partial, destination)
+                    tf.io.gfile.rmtree(old)
             else:
                 tf.io.gfile.rename(partial, destination)
     finally:

@@ -128,21 +128,20 @@ class RunDir:
             ) from None
         return proto
 
-    def ensure_vocabulary(
+    def existing_or_new_vocabulary(
         self, train_vocabulary, is_chief, chief_start_seconds=600, poll_seconds=1
     ):
-        """The run's SentencePiece proto. If there is none yet, the chief
-        calls `train_vocabulary(path)` to write it and other workers wait
-        for it: for as long as the chief holds its train.lock, and up to
-        `chief_start_seconds` for a chief that has not taken it yet (or
-        ever, on a remote model_dir, which is not locked). ConfigError when
-        the lock is gone and no vocabulary came."""
+        """The run's SentencePiece proto: spm.model's. A new run has none:
+        the chief returns `train_vocabulary()`'s, for `write_run_files` to
+        write with the run's other files, and another worker waits for the
+        chief to write it: for as long as the chief holds its train.lock,
+        and up to `chief_start_seconds` for a chief that has not taken it
+        yet (or ever, on a remote model_dir, which is not locked).
+        ConfigError when the lock is gone and no vocabulary came."""
         if not tf.io.gfile.exists(self.vocab_path):
             if is_chief:
-                tf.io.gfile.makedirs(self.path)
-                train_vocabulary(self.vocab_path)
-            else:
-                self._wait_for_vocabulary(chief_start_seconds, poll_seconds)
+                return train_vocabulary()
+            self._wait_for_vocabulary(chief_start_seconds, poll_seconds)
         return self.load_vocabulary()
 
     def _wait_for_vocabulary(self, chief_start_seconds, poll_seconds):
@@ -183,8 +182,4 @@ class RunDir:
         path = self.file(TRAINING_OPTIONS_FILENAME)
         if not tf.io.gfile.exists(path):
             return None
-        values = read_json_object(path)
-        # Runs started before float32 was spelt "fp32" recorded "none".
-        if values.get("mixed_precision") == "none":
-            values["mixed_precision"] = "fp32"
-        return values
+        return read_json_object(path)

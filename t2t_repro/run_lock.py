@@ -36,10 +36,10 @@ def training_lock(model_dir):
 
     Writes train.lock (pid, host) exclusively and keeps it fresh. A lock
     whose process is gone (killed on this host) is taken over; a live one,
-    or one from another host, is a ConfigError naming the holder. Inside a
-    block that already holds it (the CLI's, around a `prepare_run`), it
-    takes nothing and releases nothing. A lock never released (a trainer
-    built and never trained) goes when the process exits.
+    or one from another host, is a ConfigError naming the holder. In a
+    process that holds it already (a trainer prepared and not trained
+    yet), it takes nothing and releases nothing. A lock never released (a
+    trainer built and never trained) goes when the process exits.
     """
     if "://" in model_dir:
         logging.warning(

@@ -111,6 +111,7 @@ def test_invalid_config_names_the_problem():
 
 
 @pytest.mark.slow  # builds every shipped model, big included: 38 s
+@pytest.mark.promise
 def test_every_shipped_flagfile_builds_the_model_docs_training_states():
     """Every flags/*.cfg parses as t2t-train reads it, and the table of
     shipped flagfiles in docs/training.md lists each of them (no other)

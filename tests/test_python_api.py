@@ -148,7 +148,9 @@ def test_n_best_lists_pairs_best_first(from_run, caplog):
     for row, target in zip(n_best, targets):
         assert [type(item) for item in row] == [tuple] * 4
         texts, scores = zip(*row)
-        assert texts[0] == target and len(set(texts)) == 4
+        # Distinct hypotheses may detokenize alike, so distinctness is checked
+        # on token ids (tests/cli/test_translate_stream.py, test_serving.py).
+        assert texts[0] == target
         assert list(scores) == sorted(scores, reverse=True)
         assert all(isinstance(score, float) and score < 0 for score in scores)
     assert from_run.translate([]) == []

@@ -19,6 +19,8 @@
   problem, exit status 2, never a traceback.
 """
 
+import contextlib
+import logging
 import os
 import re
 import sys
@@ -214,6 +216,62 @@ def _is_user_error(error):
     return tf is not None and isinstance(
         error, tuple(getattr(tf.errors, name) for name in _TENSORFLOW_FILE_ERRORS)
     )
+
+
+class StartupLog:
+    """The log lines a tool writes while it checks its inputs, held back
+    so that a user error found by those checks is the only line on stderr
+    (not the third, after the strategy's and the data's start-up lines).
+    `release()` writes them and stops holding: before a long step the user
+    should watch, or once the checks have passed."""
+
+    def __init__(self):
+        self._root = logging.getLogger()
+        self._handlers = self._root.handlers[:]
+        self._held: list[logging.LogRecord] = []
+        self._holding = True
+        self._root.handlers = [_Appender(self._held)]
+
+    def release(self):
+        if not self._holding:
+            return
+        self._holding = False
+        self._root.handlers = self._handlers
+        for record in self._held:
+            self._root.handle(record)
+
+    def drop(self):
+        self._holding = False
+        self._root.handlers = self._handlers
+
+
+class _Appender(logging.Handler):
+    def __init__(self, records):
+        super().__init__()
+        self.records = records
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def startup_log_held():
+    """Holds the log (StartupLog) until the block ends: dropped if it ends
+    with a user error (that one line says what went wrong), written
+    otherwise (a bug's traceback keeps its context)."""
+    startup_log = StartupLog()
+    try:
+        yield startup_log
+    except Exception as error:
+        if _is_user_error(error):
+            startup_log.drop()
+        else:
+            startup_log.release()
+        raise
+    except BaseException:
+        startup_log.release()
+        raise
+    startup_log.release()
 
 
 def _parse_flags(argv):

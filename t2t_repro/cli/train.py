@@ -13,7 +13,6 @@ Re-running the same command on an existing model_dir resumes it.
 weights and vocabulary (docs/fine_tuning.md).
 """
 
-import contextlib
 import sys
 
 from absl import flags, logging
@@ -37,12 +36,14 @@ flags.mark_flag_as_required("model_dir")
 FLAGS = flags.FLAGS
 
 
-def vocabulary_trainer(corpus):
-    """Writes a SentencePiece model of the flags' size and type, learned on
-    `corpus`, to the path it is given."""
+def vocabulary_trainer(corpus, startup_log):
+    """A function returning a SentencePiece model of the flags' size and
+    type, learned on `corpus`; the held start-up log is written first (a
+    large corpus takes minutes)."""
     from t2t_repro.data import vocabulary
 
-    def train(path):
+    def train():
+        startup_log.release()
         sentences = corpus.sentences(FLAGS.vocab_sample_pairs)
         logging.info(
             "training a %d-piece %s SentencePiece model on %d sentences",
@@ -50,10 +51,9 @@ def vocabulary_trainer(corpus):
             FLAGS.spm_model_type,
             len(sentences),
         )
-        vocabulary.train_sentencepiece(
+        return vocabulary.train_sentencepiece(
             sentences,
             FLAGS.vocab_size,
-            path,
             model_type=FLAGS.spm_model_type,
             seed=FLAGS.seed,
         )
@@ -91,15 +91,19 @@ def fine_tuning_start(run_dir):
 
 
 def main():
+    with common.startup_log_held() as startup_log:
+        train_from_flags(startup_log)
+
+
+def train_from_flags(startup_log):
     from t2t_repro import fine_tuning
     from t2t_repro.averaging import average_of_last
     from t2t_repro.checkpoints import checkpoint_step, load_model
     from t2t_repro.data import pipeline, vocabulary
     from t2t_repro.run_dir import RunDir
-    from t2t_repro.run_lock import training_lock
     from t2t_repro.training import distribution
     from t2t_repro.training.evaluator import DevEvaluator
-    from t2t_repro.training.prepare import prepare_run
+    from t2t_repro.training.prepare import hold_run_lock, prepare_run
 
     train_corpus, dev_corpus, test_corpus = map(corpus_from_flags, SPLITS)
     if train_corpus is None:
@@ -119,17 +123,18 @@ def main():
             "dev BLEU: give --dev_src/--dev_tgt or --tfds_name"
         )
     run_dir = RunDir(FLAGS.model_dir)
-    is_chief = distribution.is_chief(strategy)
-    # Held from before the vocabulary is learnt until training ends.
-    with training_lock(run_dir.path) if is_chief else contextlib.nullcontext():
+    # Held from before the vocabulary is learnt until training ends (the
+    # trainer lets go of it).
+    with hold_run_lock(run_dir.path, strategy) as lock:
         init_checkpoint = None
         if FLAGS.init_from:
             # The source's model and vocabulary, which prepare_run writes.
             model_run, init_checkpoint = fine_tuning_start(run_dir)
             proto, model_config = model_run.load_vocabulary(), model_run.load_config()
         else:
-            proto = run_dir.ensure_vocabulary(
-                vocabulary_trainer(train_corpus), is_chief
+            proto = run_dir.existing_or_new_vocabulary(
+                vocabulary_trainer(train_corpus, startup_log),
+                distribution.is_chief(strategy),
             )
             model_config = model_config_from_flags(
                 vocab_size=vocabulary.vocab_size_of(proto)
@@ -163,9 +168,11 @@ def main():
             train_pairs,
             evaluator,
             data_sources={"train": train_corpus, "dev": dev_corpus},
+            lock=lock,
         )
         if init_checkpoint:
             fine_tuning.initialize(trainer, init_checkpoint, FLAGS.init_optimizer_slots)
+        startup_log.release()
         trainer.train()
     if trainer.interrupted_by is not None:
         # A scheduler must see that the run did not finish.

@@ -14,9 +14,15 @@ SPM_MODEL_FILENAME = "spm.model"
 
 
 def train_sentencepiece(
-    sentences, vocab_size, model_path, model_type="bpe", character_coverage=1.0, seed=0
+    sentences,
+    vocab_size,
+    model_path=None,
+    model_type="bpe",
+    character_coverage=1.0,
+    seed=0,
 ):
-    """Trains a SentencePiece model on `sentences` and writes `model_path`.
+    """A SentencePiece model trained on `sentences`, serialized; also
+    written to `model_path` if one is given.
 
     The ids of pad/unk/bos/eos are fixed to those in t2t_repro.config. The
     vocabulary may come out smaller than `vocab_size` on a small corpus;
@@ -42,8 +48,9 @@ def train_sentencepiece(
         num_threads=os.cpu_count() or 1,
         minloglevel=2,
     )
-    write_atomically(model_path, model.getvalue())
-    return model_path
+    if model_path is not None:
+        write_atomically(model_path, model.getvalue())
+    return model.getvalue()
 
 
 def load_sentencepiece(model_path):

@@ -18,13 +18,12 @@ import tensorflow as tf
 from t2t_repro.config import BOS_ID, EOS_ID, EXTRA_DECODE_LENGTH, PAD_ID
 from t2t_repro.decoding.common import (
     DecodingModel,
-    buffer_stages,
     max_decode_length,
     next_token_log_probs,
     output_limits,
     write_position,
 )
-from t2t_repro.decoding.loops import compacting_loop, fixed_shape_loop
+from t2t_repro.decoding.loops import run_search
 from t2t_repro.layers.masks import NEG_INF
 
 
@@ -252,28 +251,33 @@ def beam_search(
             bar > best_alive, state.index >= tf.gather(limits, state.sentences)
         )
 
-    # Without fixed shapes, one growing cache.
-    stages = (
-        buffer_stages(model, source_ids, length, extra_length)
-        if fixed_shapes
-        else [None]
+    def start(cache):
+        empty = tf.fill([batch, beam_size, length], PAD_ID)
+        return BeamState(
+            index=tf.constant(0),
+            alive_seq=empty,
+            # One live hypothesis per sentence at first: the others are
+            # copies.
+            alive_log_probs=tf.concat(
+                [tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], NEG_INF)],
+                axis=1,
+            ),
+            cache=cache,
+            finished_seq=empty,
+            finished_scores=tf.fill([batch, beam_size], NEG_INF),
+            finished_flags=tf.zeros([batch, beam_size], tf.bool),
+            sentences=tf.range(batch),
+        )
+
+    state = run_search(
+        model,
+        source_ids,
+        start,
+        step,
+        done,
+        length,
+        extra_length,
+        fixed_shapes,
+        beams=beam_size,
     )
-    empty = tf.fill([batch, beam_size, length], PAD_ID)
-    start = BeamState(
-        index=tf.constant(0),
-        alive_seq=empty,
-        # One live hypothesis per sentence at first: the others are copies.
-        alive_log_probs=tf.concat(
-            [tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], NEG_INF)], axis=1
-        ),
-        cache=model.start_decoding(source_ids, stages[0], beams=beam_size),
-        finished_seq=empty,
-        finished_scores=tf.fill([batch, beam_size], NEG_INF),
-        finished_flags=tf.zeros([batch, beam_size], tf.bool),
-        sentences=tf.range(batch),
-    )
-    if fixed_shapes:
-        state = fixed_shape_loop(model, step, done, start, stages)
-    else:
-        state = compacting_loop(model, step, done, start, length)
     return best_first(state, limit_penalties, beam_size)

@@ -8,13 +8,12 @@ import tensorflow as tf
 from t2t_repro.config import BOS_ID, EOS_ID, EXTRA_DECODE_LENGTH, PAD_ID
 from t2t_repro.decoding.common import (
     DecodingModel,
-    buffer_stages,
     max_decode_length,
     next_token_log_probs,
     output_limits,
     write_position,
 )
-from t2t_repro.decoding.loops import compacting_loop, fixed_shape_loop
+from t2t_repro.decoding.loops import run_search
 
 
 class GreedyState(NamedTuple):
@@ -82,23 +81,18 @@ def greedy_decode(
             state.finished, state.index >= tf.gather(limits, state.sentences)
         )
 
-    # Without fixed shapes, one growing cache.
-    stages = (
-        buffer_stages(model, source_ids, length, extra_length)
-        if fixed_shapes
-        else [None]
+    def start(cache):
+        return GreedyState(
+            index=tf.constant(0),
+            token=tf.fill([batch], BOS_ID),
+            cache=cache,
+            sentences=tf.range(batch),
+            finished=tf.zeros([batch], tf.bool),
+            output=tf.fill([batch, length], PAD_ID),
+            log_probs=tf.zeros([batch]),
+        )
+
+    state = run_search(
+        model, source_ids, start, step, done, length, extra_length, fixed_shapes
     )
-    start = GreedyState(
-        index=tf.constant(0),
-        token=tf.fill([batch], BOS_ID),
-        cache=model.start_decoding(source_ids, stages[0]),
-        sentences=tf.range(batch),
-        finished=tf.zeros([batch], tf.bool),
-        output=tf.fill([batch, length], PAD_ID),
-        log_probs=tf.zeros([batch]),
-    )
-    if fixed_shapes:
-        state = fixed_shape_loop(model, step, done, start, stages)
-    else:
-        state = compacting_loop(model, step, done, start, length)
     return state.output, state.log_probs

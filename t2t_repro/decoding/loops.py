@@ -26,10 +26,12 @@ leading axis `rows`. Its step and its test of the results:
 """
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 
-from t2t_repro.decoding.common import DecodingModel
+from t2t_repro.decoding.common import DecodingModel, buffer_stages
 
 # The state's fields that are not per sentence.
 _SHARED = ("index", "cache")
@@ -146,3 +148,26 @@ def fixed_shape_loop(model: DecodingModel, step, done, start, stages):
             [state._replace(cache=model.grow_decode_buffers(state.cache, stage))],
         )
     return state._replace(sentences=sentences)
+
+
+def run_search(
+    model: DecodingModel,
+    source_ids: tf.Tensor,
+    start: Callable[[dict], Any],
+    step: Callable[[Any], tuple[Any, tf.Tensor | None]],
+    done: Callable[[Any], tf.Tensor],
+    length: tf.Tensor,
+    extra_length: int,
+    fixed_shapes: bool,
+    beams: int | tf.Tensor = 1,
+):
+    """The final state of a search of `source_ids` from `start(cache)`,
+    `cache` the model's decoder state for `beams` hypotheses per sentence:
+    by `fixed_shape_loop` over `buffer_stages` if `fixed_shapes`, else by
+    `compacting_loop` (one growing cache)."""
+    if fixed_shapes:
+        stages = buffer_stages(model, source_ids, length, extra_length)
+        cache = model.start_decoding(source_ids, stages[0], beams=beams)
+        return fixed_shape_loop(model, step, done, start(cache), stages)
+    cache = model.start_decoding(source_ids, beams=beams)
+    return compacting_loop(model, step, done, start(cache), length)

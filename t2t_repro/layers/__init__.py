@@ -6,30 +6,27 @@ decoder layers (post-norm as in the paper, or pre-norm), the shared
 embedding tied to the output projection, the masks (masks.py), and
 Keras' Dropout and LayerNormalization with cheaper training passes."""
 
-from t2t_repro.layers.decoder_layer import DecoderLayer
-from t2t_repro.layers.dropout import Dropout
-from t2t_repro.layers.encoder_layer import EncoderLayer
-from t2t_repro.layers.layer_normalization import LayerNormalization
-from t2t_repro.layers.learned_position_encoding import LearnedPositionEncoding
-from t2t_repro.layers.multi_head_attention import MultiHeadAttention
-from t2t_repro.layers.position_wise_feed_forward import PositionWiseFeedForward
+# The layer classes, re-exported (`import X as X`: PEP 484's explicit
+# re-export, which linters and type checkers honour).
+from t2t_repro.layers.decoder_layer import DecoderLayer as DecoderLayer
+from t2t_repro.layers.dropout import Dropout as Dropout
+from t2t_repro.layers.encoder_layer import EncoderLayer as EncoderLayer
+from t2t_repro.layers.layer_normalization import (
+    LayerNormalization as LayerNormalization,
+)
+from t2t_repro.layers.learned_position_encoding import (
+    LearnedPositionEncoding as LearnedPositionEncoding,
+)
+from t2t_repro.layers.multi_head_attention import (
+    MultiHeadAttention as MultiHeadAttention,
+)
+from t2t_repro.layers.position_wise_feed_forward import (
+    PositionWiseFeedForward as PositionWiseFeedForward,
+)
 from t2t_repro.layers.scaled_dot_product_attention import (
-    ScaledDotProductAttention,
+    ScaledDotProductAttention as ScaledDotProductAttention,
 )
-from t2t_repro.layers.shared_embedding import SharedEmbedding
+from t2t_repro.layers.shared_embedding import SharedEmbedding as SharedEmbedding
 from t2t_repro.layers.sinusoidal_position_encoding import (
-    SinusoidalPositionEncoding,
+    SinusoidalPositionEncoding as SinusoidalPositionEncoding,
 )
-
-__all__ = [
-    "DecoderLayer",
-    "Dropout",
-    "EncoderLayer",
-    "LayerNormalization",
-    "LearnedPositionEncoding",
-    "MultiHeadAttention",
-    "PositionWiseFeedForward",
-    "ScaledDotProductAttention",
-    "SharedEmbedding",
-    "SinusoidalPositionEncoding",
-]

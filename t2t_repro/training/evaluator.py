@@ -5,6 +5,7 @@ with sample translations and the last layer's attention heads."""
 import dataclasses
 import math
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -77,7 +78,8 @@ class DevEvaluator:
         # Made once: a tokenizer that cannot work fails (or warns) before
         # training, not at every evaluation.
         self._bleu_metric = sacrebleu_metric(target_lang, decoding.sacrebleu_tokenize)
-        self._model = self._translator = self._batch_loss = None
+        # The model `_bind` made the translator and compiled loss for.
+        self._model = None
 
     def _bind(self, model):
         """The translator and compiled loss of `model` (built once)."""
@@ -113,8 +115,10 @@ class DevEvaluator:
             self.options.batch_tokens,
             self.max_length,
         )
-        totals = sum(self._batch_loss(batch).numpy().astype(float) for batch in batches)
-        smoothed, negative_log_likelihood, count = totals
+        smoothed, negative_log_likelihood, count = sum(
+            (self._batch_loss(batch).numpy().astype(float) for batch in batches),
+            np.zeros(3),
+        )
         return (smoothed / max(count, 1.0), negative_log_likelihood / max(count, 1.0))
 
     def translations(self, model):

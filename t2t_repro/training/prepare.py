@@ -1,7 +1,7 @@
 """A training run prepared once, for t2t-train and Python callers alike:
-the run directory locked and its files written, then the `Trainer`'s
-parts built, restored from the newest intact checkpoint, and handed to
-it."""
+the run directory locked (`hold_run_lock`) and its files written
+(`write_run_files`), then the `Trainer`'s parts built, restored from the
+newest intact checkpoint, and handed to it with the lock."""
 
 import contextlib
 import dataclasses
@@ -28,6 +28,18 @@ from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 from t2t_repro.training.trainer import Trainer
 
 
+def hold_run_lock(model_dir, strategy):
+    """An `ExitStack` holding `model_dir`'s `training_lock` on the chief
+    (other workers hold nothing). The run's only lock: t2t-train takes it
+    before it learns the vocabulary, `prepare_run` otherwise; closing the
+    stack lets go of it, and `prepare_run` hands it to the `Trainer`,
+    which lets go of it when its training ends."""
+    held = contextlib.ExitStack()
+    if distribution.is_chief(strategy):
+        held.enter_context(training_lock(model_dir))
+    return held
+
+
 def prepare_run(
     model_config,
     options,
@@ -36,14 +48,15 @@ def prepare_run(
     train_pairs=None,
     evaluator=None,
     data_sources=None,
+    lock=None,
 ):
     """A `Trainer` of `model_config` on `options.model_dir`, resumed from
     its newest intact checkpoint if it has one (a corrupt newer one is set
     aside).
 
-    On the chief, first takes the run directory's lock, which the trainer
-    lets go of when its training ends (or this function, if it fails), and
-    writes the run's files (`write_run_files`).
+    On the chief, writes the run's files (`write_run_files`) under the
+    run's lock, which the trainer lets go of when its training ends (or
+    this function, if it fails).
 
     Args:
         vocab_proto: the run's serialized SentencePiece model.
@@ -54,18 +67,22 @@ def prepare_run(
             pairs come from: training.json records their identity, and a
             resume on changed data is refused unless
             `allow_option_changes`.
+        lock: the run's `hold_run_lock`, if the caller took it already;
+            else this function takes it.
     """
-    # "auto" becomes the precision this run trains in (and records).
-    options = dataclasses.replace(
-        options,
-        mixed_precision=resolve_precision(options.mixed_precision, options.model_dir),
-    )
     run_dir = RunDir(options.model_dir)
     is_chief = distribution.is_chief(strategy)
-    with contextlib.ExitStack() as lock:
+    held = lock if lock is not None else hold_run_lock(run_dir.path, strategy)
+    with held:
+        # "auto" becomes the precision this run trains in (and records).
+        options = dataclasses.replace(
+            options,
+            mixed_precision=resolve_precision(
+                options.mixed_precision, options.model_dir
+            ),
+        )
         data_order_changed = []
         if is_chief:
-            lock.enter_context(training_lock(run_dir.path))
             data_order_changed = write_run_files(
                 run_dir,
                 model_config,
@@ -137,25 +154,25 @@ def prepare_run(
                 input_state.restore(restored, step)
         best.forget_after(step)
         return Trainer(
-            model,
-            optimizer,
-            schedule,
-            manager,
-            strategy,
-            options,
-            best,
-            input_state,
-            evaluator,
-            lock=lock.pop_all(),
+            model=model,
+            optimizer=optimizer,
+            schedule=schedule,
+            manager=manager,
+            strategy=strategy,
+            options=options,
+            best=best,
+            input_state=input_state,
+            evaluator=evaluator,
+            lock=held.pop_all(),
         )
 
 
 def write_run_files(run_dir, model_config, vocab_proto, options, replicas, data):
-    """Writes the run's config.json, spm.model and training.json, or checks
-    them against the ones a resumed run has (before any restore, so that a
-    changed config is named, not reported as a variable shape mismatch).
-    Returns the names of the data-order options and data that changed
-    (`record_start`)."""
+    """Writes the run's files, config.json, spm.model and training.json
+    (the only writer of each), or checks them against the ones a resumed
+    run has (before any restore, so that a changed config is named, not
+    reported as a variable shape mismatch). Returns the names of the
+    data-order options and data that changed (`record_start`)."""
     run_dir.save_config(model_config)
     run_dir.save_vocabulary(vocab_proto)
     return record_start(run_dir, options, replicas, options.allow_option_changes, data)

@@ -2,14 +2,20 @@
 one token-normalised update, none when the loss or gradients are not
 finite."""
 
+import dataclasses
+
+import keras
 import tensorflow as tf
 
+from t2t_repro.config import TrainingOptions
 from t2t_repro.data import pipeline
+from t2t_repro.model import Transformer
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
 
 _SUM = tf.distribute.ReduceOp.SUM
 
 
+@dataclasses.dataclass(eq=False)
 class TrainStep:
     """Builds the compiled step of a `Trainer` (`Trainer.compile_step`).
 
@@ -21,30 +27,22 @@ class TrainStep:
     the real tokens read to `tokens_seen`, whether or not it updates.
 
     Args:
+        options: the run's `TrainingOptions` (`accum_steps`,
+            `label_smoothing`, `mixed_precision`, `jit_compile`).
         local_replicas: this worker's replicas; the step's batches are
             ordered micro-batch by micro-batch, each with one batch per
             local replica.
-        options: the run's `TrainingOptions` (`accum_steps`,
-            `label_smoothing`, `mixed_precision`, `jit_compile`).
     """
 
-    def __init__(
-        self,
-        model,
-        optimizer,
-        strategy,
-        options,
-        local_replicas,
-        global_step,
-        tokens_seen,
-    ):
-        self.model = model
-        self.optimizer = optimizer
-        self.strategy = strategy
-        self.options = options
-        self.local_replicas = local_replicas
-        self.global_step = global_step
-        self.tokens_seen = tokens_seen
+    model: Transformer
+    optimizer: keras.optimizers.Optimizer
+    strategy: tf.distribute.Strategy
+    options: TrainingOptions
+    local_replicas: int
+    global_step: tf.Variable
+    tokens_seen: tf.Variable
+
+    def __post_init__(self):
         # 1 on a worker that was asked to stop. Read by every replica of
         # every step and summed with the step's totals, so that all
         # workers learn of one worker's signal at the same step. This
@@ -126,6 +124,7 @@ class TrainStep:
             real, padded = pipeline.real_and_padded_tokens(source, target_output)
             totals["real_tokens"] += real
             totals["padded_tokens"] += padded
+        assert gradients is not None, "accum_steps >= 1 micro-batches were read"
         global_tokens = context.all_reduce(_SUM, totals["target_tokens"])
         replicas = tf.cast(context.num_replicas_in_sync, tf.float32)
         # The optimizer sums gradients over replicas again, and these are

@@ -12,17 +12,27 @@ import os
 import shutil
 import signal
 import time
+from typing import TYPE_CHECKING
 
+import keras
 import tensorflow as tf
 from absl import logging
 from tensorboard.plugins.hparams import api as hparams_api
 
+from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import checkpoint_step, remove_unfinished_checkpoint
+from t2t_repro.config import TrainingOptions
 from t2t_repro.files import file_error_cause
+from t2t_repro.model import Transformer
 from t2t_repro.progress import Progress
 from t2t_repro.training import TrainingError, distribution
+from t2t_repro.training.input_state import InputState
 from t2t_repro.training.metrics import IntervalMetrics, write_metrics
+from t2t_repro.training.schedule import TransformerSchedule
 from t2t_repro.training.step import TrainStep
+
+if TYPE_CHECKING:  # (the evaluator imports the scorers and plots)
+    from t2t_repro.training.evaluator import DevEvaluator
 
 # What a collective raises when a peer stops answering: its timeout
 # (--collective_timeout), or the strategy's own check of its peers.
@@ -34,6 +44,7 @@ _LOST_WORKER_ERRORS = (
 )
 
 
+@dataclasses.dataclass(eq=False)
 class Trainer:
     """Trains `model` under a `tf.distribute` strategy (see `TrainStep` for
     what a step computes).
@@ -64,34 +75,25 @@ class Trainer:
             whose caller feeds batches to `compile_step`'s step.
         evaluator: a `DevEvaluator` run every `eval_every` steps, or None.
         lock: what `train` lets go of when it returns or raises (the run
-            directory's lock, taken by `prepare_run`).
+            directory's lock: `prepare.hold_run_lock`).
     """
 
-    def __init__(
-        self,
-        model,
-        optimizer,
-        schedule,
-        manager,
-        strategy,
-        options,
-        best,
-        input_state=None,
-        evaluator=None,
-        lock=None,
-    ):
-        self.model = model
-        self.optimizer = optimizer
-        self.schedule = schedule
-        self.manager = manager
-        self.strategy = strategy
-        self.options = options
-        self.best = best
-        self.input_state = input_state
-        self.evaluator = evaluator
-        self.lock = lock or contextlib.nullcontext()
-        self.is_chief = distribution.is_chief(strategy)
-        checkpoint = manager.checkpoint
+    model: Transformer
+    optimizer: keras.optimizers.Optimizer
+    schedule: TransformerSchedule
+    manager: tf.train.CheckpointManager
+    strategy: tf.distribute.Strategy
+    options: TrainingOptions
+    best: BestCheckpoints
+    input_state: InputState | None = None
+    evaluator: "DevEvaluator | None" = None
+    lock: contextlib.AbstractContextManager = dataclasses.field(
+        default_factory=contextlib.nullcontext
+    )
+
+    def __post_init__(self):
+        self.is_chief = distribution.is_chief(self.strategy)
+        checkpoint = self.manager.checkpoint
         # Steps taken, including fp16 steps the loss scaler skipped (they
         # consumed data but not `optimizer.iterations`); wall-clock seconds
         # spent training and real (non-pad) source + target tokens trained
@@ -99,16 +101,16 @@ class Trainer:
         self.global_step = checkpoint.global_step
         self.train_seconds = checkpoint.train_seconds
         self.tokens_seen = checkpoint.tokens_seen
-        context = distribution.input_context(strategy)
+        context = distribution.input_context(self.strategy)
         # A step reads accum_steps batches for each of this worker's
         # replicas, in that order.
         self.local_replicas = (
-            strategy.num_replicas_in_sync // context.num_input_pipelines
+            self.strategy.num_replicas_in_sync // context.num_input_pipelines
         )
         self.workers = context.num_input_pipelines
         # The signal that interrupted training, if one did (another
         # worker's SIGTERM, if `stopped_by_peer`).
-        self.interrupted_by = None
+        self.interrupted_by: int | None = None
         self.stopped_by_peer = False
         self._train_writer = self._writer("train")
         self._dev_writer = self._writer("dev")
@@ -191,9 +193,15 @@ class Trainer:
                 options.patience,
             )
             return self.step
+        input_state = self.input_state
+        if input_state is None:
+            raise ValueError(
+                "this trainer was prepared without train_pairs: feed its "
+                "compile_step's step instead"
+            )
         # Kept, so that tests can count its traces (one per run).
         self.train_step = train_step = self.compile_step(
-            self.input_state.iterator.element_spec
+            input_state.iterator.element_spec
         )
         self._write_hparams()
         previous = {
@@ -215,7 +223,7 @@ class Trainer:
                         break
                     # The others stop after this step too (see below).
                     self._stop_vote.assign(1.0)
-                outputs = train_step(self.input_state.next_batches())
+                outputs = train_step(input_state.next_batches())
                 stop_votes = float(outputs.pop("stop_votes"))
                 interval.add(outputs)
                 progress.update()
@@ -365,6 +373,8 @@ class Trainer:
     def evaluate(self):
         """Runs the evaluator and records its dev BLEU in `self.best`
         (which keeps the best checkpoints)."""
+        if self.evaluator is None:
+            raise ValueError("this trainer was prepared without an evaluator")
         scores = self.evaluator(self.model, self.step, self._dev_writer)
         self._update_train_seconds()
         self.best.record(

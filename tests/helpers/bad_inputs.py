@@ -10,12 +10,12 @@ of docs/reliability.md (RUN_DIR: any trained run directory).
 import dataclasses
 import json
 import os
+import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 
-from helpers.processes import REPO, quiet_environment
+from helpers.processes import run_python
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,253 +207,217 @@ _FLAGS_WITH_A_RUN = {
     "average": ("--output_dir={m}", "--select=best", "--num_checkpoints=1"),
 }
 
-CASES = [
-    BadInput(
-        "train",
-        "missing file",
-        ("--model_dir={m}", "--train_src={d}/missing.en", "--train_tgt={d}/three.de"),
-        "{d}/missing.en: no such file",
-    ),
-    # Checked before training: not "no such file" after the whole run.
-    BadInput(
-        "train",
-        "missing test file",
+
+def _train_on(source, target, *more):
+    """t2t-train's flags for a new run on {d}/SOURCE and {d}/TARGET."""
+    return " ".join(
         (
             "--model_dir={m}",
-            "--train_src={d}/three.en",
-            "--train_tgt={d}/three.de",
-            "--test_src={d}/three.en",
-            "--test_tgt={d}/missing.de",
+            f"--train_src={{d}}/{source}",
+            f"--train_tgt={{d}}/{target}",
+        )
+        + more
+    )
+
+
+_TEST_ON_THREE = "--test_src={d}/three.en --test_tgt={d}/three.de"
+# {tool: [(problem, flags as a shell splits them, expected)]}
+_ROWS = {
+    "train": [
+        (
+            "missing file",
+            _train_on("missing.en", "three.de"),
+            "{d}/missing.en: no such file",
         ),
-        "{d}/missing.de: no such file",
-    ),
-    BadInput(
-        "train",
-        "TFDS without a direction",
-        ("--model_dir={m}", "--tfds_name=wmt14_translate/de-en"),
-        "--tfds_name=wmt14_translate/de-en needs --source_lang and --target_lang",
-    ),
-    BadInput(
-        "train",
-        "mismatched lines",
-        ("--model_dir={m}", "--train_src={d}/three.en", "--train_tgt={d}/two.de"),
-        "{d}/two.de has 2 lines but {d}/three.en has 3: parallel files "
-        "must be line-aligned (first unmatched line: {d}/three.en:3)",
-    ),
-    BadInput(
-        "train",
-        "empty file",
-        ("--model_dir={m}", "--train_src={d}/empty.en", "--train_tgt={d}/empty.en"),
-        "{d}/empty.en: empty file",
-    ),
-    BadInput(
-        "train",
-        "whitespace-only lines",
-        ("--model_dir={m}", "--train_src={d}/blank.en", "--train_tgt={d}/three.de"),
-        "every one of the 3 lines has an empty (or whitespace-only) side",
-    ),
-    BadInput(
-        "train",
-        "invalid UTF-8",
-        ("--model_dir={m}", "--train_src={d}/bad_utf8.en", "--train_tgt={d}/three.de"),
-        "{d}/bad_utf8.en:2: not valid UTF-8",
-    ),
-    BadInput(
-        "train",
-        "no pair fits --max_length",
+        # Checked before training: not "no such file" after the whole run.
         (
-            "--model_dir={m}",
-            "--train_src={d}/three.en",
-            "--train_tgt={d}/three.de",
-            "--max_length=1",
+            "missing test file",
+            _train_on(
+                "three.en",
+                "three.de",
+                "--test_src={d}/three.en --test_tgt={d}/missing.de",
+            ),
+            "{d}/missing.de: no such file",
         ),
-        "{d}/three.en: no pair fits --max_length=1",
-    ),
-    BadInput(
-        "train",
-        "unknown flag",
-        ("--model_dir={m}", "--no_such=1"),
-        "Unknown command line flag 'no_such'",
-    ),
-    BadInput(
-        "train",
-        "contradictory flags",
         (
-            "--model_dir={m}",
-            "--train_src={d}/three.en",
-            "--train_tgt={d}/three.de",
-            "--keep_best=2",
+            "TFDS without a direction",
+            "--model_dir={m} --tfds_name=wmt14_translate/de-en",
+            "--tfds_name=wmt14_translate/de-en needs --source_lang and --target_lang",
         ),
-        "--keep_best and --patience rank checkpoints by dev BLEU: give "
-        "--dev_src/--dev_tgt or --tfds_name",
-    ),
-    BadInput(
-        "train",
-        "ill-formed tree",
-        ("--model_dir={m}", "--train_trees={d}/bad.trees"),
-        "{d}/bad.trees:2: not a bracketed tree",
-    ),
-    BadInput(
-        "train",
-        "treebank and text files",
         (
-            "--model_dir={m}",
-            "--train_trees={d}/bad.trees",
-            "--train_src={d}/three.en",
-            "--train_tgt={d}/three.de",
+            "mismatched lines",
+            _train_on("three.en", "two.de"),
+            "{d}/two.de has 2 lines but {d}/three.en has 3: parallel files "
+            "must be line-aligned (first unmatched line: {d}/three.en:3)",
         ),
-        "--train_trees (parsing) or --train_src (translation), not both",
-    ),
-    BadInput(
-        "train",
-        "impossible model",
+        ("empty file", _train_on("empty.en", "empty.en"), "{d}/empty.en: empty file"),
         (
-            "--model_dir={m}",
-            "--train_src={d}/three.en",
+            "whitespace-only lines",
+            _train_on("blank.en", "three.de"),
+            "every one of the 3 lines has an empty (or whitespace-only) side",
+        ),
+        (
+            "invalid UTF-8",
+            _train_on("bad_utf8.en", "three.de"),
+            "{d}/bad_utf8.en:2: not valid UTF-8",
+        ),
+        (
+            "no pair fits --max_length",
+            _train_on("three.en", "three.de", "--max_length=1"),
+            "{d}/three.en: no pair fits --max_length=1",
+        ),
+        (
+            "unknown flag",
+            "--model_dir={m} --no_such=1",
+            "Unknown command line flag 'no_such'",
+        ),
+        (
+            "contradictory flags",
+            _train_on("three.en", "three.de", "--keep_best=2"),
+            "--keep_best and --patience rank checkpoints by dev BLEU: give "
+            "--dev_src/--dev_tgt or --tfds_name",
+        ),
+        (
+            "ill-formed tree",
+            "--model_dir={m} --train_trees={d}/bad.trees",
+            "{d}/bad.trees:2: not a bracketed tree",
+        ),
+        (
+            "treebank and text files",
+            _train_on("three.en", "three.de", "--train_trees={d}/bad.trees"),
+            "--train_trees (parsing) or --train_src (translation), not both",
+        ),
+        (
+            "impossible model",
+            _train_on("three.en", "three.de", "--d_model=30 --num_heads=4"),
+            "d_model=30 is not divisible by num_heads=4",
+        ),
+        (
+            "unwritable model_dir",
+            "--model_dir=/proc/t2t_run --train_src={d}/three.en "
             "--train_tgt={d}/three.de",
+            "/proc/t2t_run: No such file or directory",
+        ),
+    ],
+    "eval": [
+        (
+            "not a run directory",
+            f"--model_dir={{d}}/nothing {_TEST_ON_THREE}",
+            "{d}/nothing/config.json: not found; is {d}/nothing a t2t-train model_dir?",
+        ),
+        (
+            "mismatched lines",
+            "--model_dir={run} --test_src={d}/three.en --test_tgt={d}/two.de",
+            "parallel files must be line-aligned",
+        ),
+        (
+            "checkpoint does not fit config.json",
+            f"--model_dir={{d}}/refit {_TEST_ON_THREE}",
+            "does not fit {d}/refit/config.json: ",
+        ),
+        (
+            "unwritable output_dir",
+            f"--model_dir={{run}} {_TEST_ON_THREE} --output_dir=/proc/t2t_eval",
+            "/proc/t2t_eval: No such file or directory",
+        ),
+    ],
+    "translate": [
+        (
+            "missing --saved_model",
+            "--saved_model={d}/nothing --input={d}/three.en",
+            "{d}/nothing: no SavedModel there (no saved_model.pb)",
+        ),
+        (
+            "missing --input",
+            "--model_dir={run} --input={d}/missing.en",
+            "{d}/missing.en: no such file",
+        ),
+        (
+            "invalid UTF-8",
+            "--model_dir={run} --input={d}/bad_utf8.en",
+            "{d}/bad_utf8.en:2: not valid UTF-8",
+        ),
+        (
+            "missing --checkpoint",
+            "--model_dir={run} --checkpoint={run}/ckpt-99999 --input={d}/three.en",
+            "{run}/ckpt-99999: no such checkpoint",
+        ),
+        (
+            "contradictory flags",
+            "--model_dir={run} --saved_model={d} --input={d}/three.en",
+            "give exactly one of --model_dir, --saved_model and --ctranslate2",
+        ),
+        (
+            "not a CTranslate2 export",
+            "--ctranslate2={d} --input={d}/three.en",
+            "{d}: not a t2t-export --format=ctranslate2 directory",
+        ),
+        (
+            "unwritable --output",
+            "--model_dir={run} --input={d}/three.en --output=/proc/t2t/out.txt",
+            "/proc/t2t/out.txt: No such file or directory",
+        ),
+    ],
+    "export": [
+        (
+            "not a run directory",
+            "--model_dir={d}/nothing --export_dir={d}/export",
+            "{d}/nothing/config.json: not found",
+        ),
+        (
+            "unwritable --export_dir",
+            "--model_dir={run} --export_dir=/proc/t2t_export",
+            "/proc/t2t_export",
+        ),
+        (
+            "--quantization without CTranslate2",
+            "--model_dir={run} --export_dir={d}/export --quantization=int8",
+            "--quantization is for --format=ctranslate2",
+        ),
+    ],
+    "average": [
+        (
+            "fewer checkpoints than asked",
+            "--model_dir={run} --output_dir={d}/average --num_checkpoints=99",
+            "cannot average the last 99",
+        ),
+    ],
+    "attention": [
+        (
+            "not a run directory",
+            "--model_dir={d}/nothing '--sentence=a b'",
+            "{d}/nothing/config.json: not found",
+        ),
+        (
+            "--heads not indices",
+            "--model_dir={run} '--sentence=a b' --heads=a",
+            "--heads=a: give comma-separated indices, e.g. --heads=0,1",
+        ),
+        (
+            "--layers out of range",
+            "--model_dir={run} '--sentence=a b' --layers=7",
+            "--layers=7: [7] out of range",
+        ),
+        (
+            "--queries out of range",
+            "--model_dir={run} '--sentence=a b' --style=lines --queries=40",
+            "--queries=40: [40] out of range; its encoder_self attention",
+        ),
+    ],
+    "summary": [
+        (
+            "impossible model",
             "--d_model=30",
-            "--num_heads=4",
+            "d_model=30 is not divisible by num_heads=8",
         ),
-        "d_model=30 is not divisible by num_heads=4",
-    ),
-    BadInput(
-        "train",
-        "unwritable model_dir",
-        (
-            "--model_dir=/proc/t2t_run",
-            "--train_src={d}/three.en",
-            "--train_tgt={d}/three.de",
-        ),
-        "/proc/t2t_run: No such file or directory",
-    ),
-    BadInput(
-        "eval",
-        "not a run directory",
-        (
-            "--model_dir={d}/nothing",
-            "--test_src={d}/three.en",
-            "--test_tgt={d}/three.de",
-        ),
-        "{d}/nothing/config.json: not found; is {d}/nothing a t2t-train model_dir?",
-    ),
-    BadInput(
-        "eval",
-        "mismatched lines",
-        ("--model_dir={run}", "--test_src={d}/three.en", "--test_tgt={d}/two.de"),
-        "parallel files must be line-aligned",
-    ),
-    BadInput(
-        "eval",
-        "checkpoint does not fit config.json",
-        ("--model_dir={d}/refit", "--test_src={d}/three.en", "--test_tgt={d}/three.de"),
-        "does not fit {d}/refit/config.json: ",
-    ),
-    BadInput(
-        "eval",
-        "unwritable output_dir",
-        (
-            "--model_dir={run}",
-            "--test_src={d}/three.en",
-            "--test_tgt={d}/three.de",
-            "--output_dir=/proc/t2t_eval",
-        ),
-        "/proc/t2t_eval: No such file or directory",
-    ),
-    BadInput(
-        "translate",
-        "missing --saved_model",
-        ("--saved_model={d}/nothing", "--input={d}/three.en"),
-        "{d}/nothing: no SavedModel there (no saved_model.pb)",
-    ),
-    BadInput(
-        "translate",
-        "missing --input",
-        ("--model_dir={run}", "--input={d}/missing.en"),
-        "{d}/missing.en: no such file",
-    ),
-    BadInput(
-        "translate",
-        "invalid UTF-8",
-        ("--model_dir={run}", "--input={d}/bad_utf8.en"),
-        "{d}/bad_utf8.en:2: not valid UTF-8",
-    ),
-    BadInput(
-        "translate",
-        "missing --checkpoint",
-        ("--model_dir={run}", "--checkpoint={run}/ckpt-99999", "--input={d}/three.en"),
-        "{run}/ckpt-99999: no such checkpoint",
-    ),
-    BadInput(
-        "translate",
-        "contradictory flags",
-        ("--model_dir={run}", "--saved_model={d}", "--input={d}/three.en"),
-        "give exactly one of --model_dir, --saved_model and --ctranslate2",
-    ),
-    BadInput(
-        "translate",
-        "not a CTranslate2 export",
-        ("--ctranslate2={d}", "--input={d}/three.en"),
-        "{d}: not a t2t-export --format=ctranslate2 directory",
-    ),
-    BadInput(
-        "translate",
-        "unwritable --output",
-        ("--model_dir={run}", "--input={d}/three.en", "--output=/proc/t2t/out.txt"),
-        "/proc/t2t/out.txt: No such file or directory",
-    ),
-    BadInput(
-        "export",
-        "not a run directory",
-        ("--model_dir={d}/nothing", "--export_dir={d}/export"),
-        "{d}/nothing/config.json: not found",
-    ),
-    BadInput(
-        "export",
-        "unwritable --export_dir",
-        ("--model_dir={run}", "--export_dir=/proc/t2t_export"),
-        "/proc/t2t_export",
-    ),
-    BadInput(
-        "export",
-        "--quantization without CTranslate2",
-        ("--model_dir={run}", "--export_dir={d}/export", "--quantization=int8"),
-        "--quantization is for --format=ctranslate2",
-    ),
-    BadInput(
-        "average",
-        "fewer checkpoints than asked",
-        ("--model_dir={run}", "--output_dir={d}/average", "--num_checkpoints=99"),
-        "cannot average the last 99",
-    ),
-    BadInput(
-        "attention",
-        "not a run directory",
-        ("--model_dir={d}/nothing", "--sentence=a b"),
-        "{d}/nothing/config.json: not found",
-    ),
-    BadInput(
-        "attention",
-        "--heads not indices",
-        ("--model_dir={run}", "--sentence=a b", "--heads=a"),
-        "--heads=a: give comma-separated indices, e.g. --heads=0,1",
-    ),
-    BadInput(
-        "attention",
-        "--layers out of range",
-        ("--model_dir={run}", "--sentence=a b", "--layers=7"),
-        "--layers=7: [7] out of range",
-    ),
-    BadInput(
-        "attention",
-        "--queries out of range",
-        ("--model_dir={run}", "--sentence=a b", "--style=lines", "--queries=40"),
-        "--queries=40: [40] out of range; its encoder_self attention",
-    ),
-    BadInput(
-        "summary",
-        "impossible model",
-        ("--d_model=30",),
-        "d_model=30 is not divisible by num_heads=8",
+    ],
+}
+
+CASES = [
+    *(
+        BadInput(tool, problem, tuple(shlex.split(flags)), expected)
+        for tool, rows in _ROWS.items()
+        for problem, flags, expected in rows
     ),
     *(
         BadInput(
@@ -475,23 +439,11 @@ def fill(text, directory, run_dir):
 def run_case(case, directory, run_dir):
     """(exit status, stderr) of the tool given the case's flags."""
     own = tempfile.mkdtemp(dir=directory)
-    # As a user runs it: without TF_CPP_MIN_LOG_LEVEL, which would ask for
-    # TensorFlow's own lines.
-    environment = quiet_environment()
-    del environment["TF_CPP_MIN_LOG_LEVEL"]
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "t2t_repro.cli",
-            case.tool,
-            *(fill(f, directory, run_dir).replace("{m}", own) for f in case.flags),
-        ],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    flags = [fill(f, directory, run_dir).replace("{m}", own) for f in case.flags]
+    # As a user runs it (TF_CPP_MIN_LOG_LEVEL would ask for TensorFlow's
+    # own lines).
+    result = run_python(
+        ["-m", "t2t_repro.cli", case.tool, *flags], timeout=300, quiet=False
     )
     return result.returncode, result.stderr
 

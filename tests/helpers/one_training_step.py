@@ -1,24 +1,27 @@
 """Runs one Trainer step on a fixed global batch; saves loss and weights.
 
-    python one_training_step.py OUT.npz CPU_DEVICES [MODEL_DIR]
+    python one_training_step.py OUT.npz MODEL_DIR CPU_DEVICES
 
 Run in a fresh process because logical CPU devices must be configured
 before TensorFlow starts. Under TF_CONFIG it runs as one worker of a
-MultiWorkerMirroredStrategy. Used by test_training.py.
+MultiWorkerMirroredStrategy.
 """
 
+import dataclasses
 import sys
 
 import numpy as np
 import tensorflow as tf
 
+from helpers.toy_run import SMALL
 from helpers.vocab_for_tests import tiny_vocab
-from t2t_repro.config import TrainingOptions, TransformerConfig
-from t2t_repro.data.vocabulary import vocab_size_of
+from t2t_repro.config import TrainingOptions
 from t2t_repro.training import distribution
 from t2t_repro.training.prepare import prepare_run
 
 GLOBAL_BATCH = 8
+# Without dropout: every replica layout computes the same step.
+CONFIG = dataclasses.replace(SMALL, dropout=0.0, attention_dropout=0.0)
 
 
 def global_batch():
@@ -39,15 +42,6 @@ def one_step(strategy, model_dir, micro_batches, **options):
     """One update from `micro_batches` (each like `global_batch()`): a dict
     of the loss per target token, gradient norm and updated weights.
     `options` override `TrainingOptions` fields."""
-    config = TransformerConfig(
-        vocab_size=vocab_size_of(tiny_vocab()),
-        d_model=16,
-        num_heads=2,
-        d_ff=32,
-        num_encoder_layers=1,
-        num_decoder_layers=1,
-        dropout=0.0,
-    )
     options = TrainingOptions(
         model_dir=model_dir,
         train_steps=1,
@@ -56,7 +50,7 @@ def one_step(strategy, model_dir, micro_batches, **options):
         accum_steps=len(micro_batches),
         **{"mixed_precision": "fp32", **options},
     )
-    trainer = prepare_run(config, options, strategy, tiny_vocab())
+    trainer = prepare_run(CONFIG, options, strategy, tiny_vocab())
     # Each replica takes its rows of every micro-batch; the step reads this
     # worker's replicas' batches micro-batch by micro-batch.
     context = distribution.input_context(strategy)
@@ -88,14 +82,10 @@ def one_step(strategy, model_dir, micro_batches, **options):
     }
 
 
-def main(out_path, cpu_devices, model_dir):
+def main(out_path, model_dir, cpu_devices):
     strategy = distribution.make_strategy(cpu_devices)
     np.savez(out_path, **one_step(strategy, model_dir, [global_batch()]))
 
 
 if __name__ == "__main__":
-    main(
-        sys.argv[1],
-        int(sys.argv[2]),
-        sys.argv[3] if len(sys.argv) > 3 else "/tmp/one_training_step",
-    )
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -86,7 +86,7 @@ def toy_trainer(
 # every training pair with a log-probability margin of at least 3 nats over
 # the runner-up token, on five seeds tried (at scale 1.0 and 150 steps the
 # margin was negative on some seeds: which phrases it got right depended on
-# the machine's float rounding). test_training checks the margin.
+# the machine's float rounding). test_trainer.py checks the margin.
 LEARNABLE_STEPS = 200
 
 

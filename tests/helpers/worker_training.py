@@ -2,7 +2,7 @@
 if there is one; saves the final step, the number of input batches the
 resume replayed, and the weights.
 
-    [TF_CONFIG=...] python worker_training.py MODEL_DIR STEPS OUT.npz \
+    [TF_CONFIG=...] python worker_training.py OUT.npz MODEL_DIR STEPS \
         [CPU_DEVICES]
 
 Under TF_CONFIG it runs as one worker of a MultiWorkerMirroredStrategy;
@@ -18,7 +18,7 @@ from helpers.toy_run import SMALL, toy_trainer
 from t2t_repro.training import distribution, input_state
 
 
-def main(model_dir, steps, out_path, cpu_devices=1):
+def main(out_path, model_dir, steps, cpu_devices=1):
     replayed = []
     advance = input_state._advance
     input_state._advance = lambda iterator, count: (
@@ -46,6 +46,4 @@ def main(model_dir, steps, out_path, cpu_devices=1):
 
 
 if __name__ == "__main__":
-    main(
-        sys.argv[1], int(sys.argv[2]), sys.argv[3], *[int(arg) for arg in sys.argv[4:]]
-    )
+    main(sys.argv[1], sys.argv[2], *[int(arg) for arg in sys.argv[3:]])

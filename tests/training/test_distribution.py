@@ -1,12 +1,10 @@
 """TF_CONFIG: which layouts train together, and one-line errors for bad ones."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from helpers.processes import REPO, quiet_environment
+from helpers.train_command import run_train
 from t2t_repro.config import ConfigError
 from t2t_repro.training.distribution import training_tasks
 
@@ -79,23 +77,13 @@ def test_t2t_train_answers_a_malformed_tf_config_with_one_line(tmp_path):
     source.write_text("a b\nc d\n")
     # As a user runs it: without TF_CPP_MIN_LOG_LEVEL, which asks for
     # TensorFlow's start-up lines.
-    environment = quiet_environment(TF_CONFIG="{not json")
-    del environment["TF_CPP_MIN_LOG_LEVEL"]
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "t2t_repro.cli",
-            "train",
-            f"--model_dir={tmp_path / 'run'}",
-            f"--train_src={source}",
-            f"--train_tgt={source}",
-        ],
-        cwd=REPO,
-        env=environment,
-        capture_output=True,
-        text=True,
+    result = run_train(
+        f"--model_dir={tmp_path / 'run'}",
+        f"--train_src={source}",
+        f"--train_tgt={source}",
+        env={"TF_CONFIG": "{not json"},
         timeout=300,
+        quiet=False,
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()

@@ -5,17 +5,15 @@ line once `--collective_timeout` passes."""
 
 import json
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.processes import REPO, free_port, quiet_environment
+from helpers.processes import free_port, wait_for_line
 from helpers.run_inspection import checkpoint_weights
-from helpers.shared_data import multi30k
+from helpers.train_command import MULTI30K_VAL, start_train
 from t2t_repro.checkpoints import load_model
 
 STEPS = 30
@@ -25,43 +23,27 @@ def _start(model_dir, steps, *extra):
     """Chief and worker processes of one run, stderr piped."""
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     cluster = {"chief": addresses[:1], "worker": addresses[1:]}
-    processes = []
-    for kind in ("chief", "worker"):
-        tf_config = {"cluster": cluster, "task": {"type": kind, "index": 0}}
-        processes.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "t2t_repro.cli",
-                    "train",
-                    "--flagfile=flags/tiny.cfg",
-                    f"--model_dir={model_dir}",
-                    f"--train_steps={steps}",
-                    "--checkpoint_every=1000",
-                    "--log_every=1",
-                    f"--train_src={multi30k('val', 'en')}",
-                    f"--train_tgt={multi30k('val', 'de')}",
-                    "--test_src=",
-                    "--test_tgt=",
-                    *extra,
-                ],
-                cwd=REPO,
-                env=quiet_environment(TF_CONFIG=json.dumps(tf_config)),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+    flags = [
+        f"--model_dir={model_dir}",
+        f"--train_steps={steps}",
+        "--checkpoint_every=1000",
+        "--log_every=1",
+        *MULTI30K_VAL,
+        "--test_src=",
+        "--test_tgt=",
+        *extra,
+    ]
+    return [
+        start_train(
+            *flags,
+            env={
+                "TF_CONFIG": json.dumps(
+                    {"cluster": cluster, "task": {"type": kind, "index": 0}}
+                )
+            },
         )
-    return processes
-
-
-def _wait_for_step(process, step, timeout=300):
-    """Reads `process`'s stderr until it logs `step STEP/`."""
-    deadline = time.time() + timeout
-    for line in process.stderr:
-        if f"step {step}/" in line or time.time() > deadline:
-            return
+        for kind in ("chief", "worker")
+    ]
 
 
 def _finish(processes, timeout=300):
@@ -83,7 +65,7 @@ def test_a_sigterm_to_one_worker_stops_both_at_one_step_and_resumes_exactly(
     resumed = tmp_path / "resumed"
     processes = _start(resumed, STEPS)
     target = processes[["chief", "worker"].index(signalled)]
-    _wait_for_step(target, 5)
+    wait_for_line(target, "step 5/")
     target.send_signal(signal.SIGTERM)
     signalled_at = time.time()
     results = _finish(processes, timeout=120)
@@ -119,7 +101,7 @@ def test_a_stalled_worker_ends_the_chief_with_one_line(tmp_path):
         f"--collective_timeout={timeout}",
         "--checkpoint_every=3",
     )
-    _wait_for_step(worker, 5)
+    wait_for_line(worker, "step 5/")
     worker.send_signal(signal.SIGSTOP)
     stalled_at = time.time()
     try:

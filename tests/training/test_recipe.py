@@ -7,14 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.processes import run_python
-from helpers.shared_data import multi30k
 from helpers.toy_run import SMALL, toy_pairs, toy_trainer
+from helpers.train_command import MULTI30K_VAL, multi30k_test_set, run_train
 from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.averaging import average_checkpoints
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import load_model, model_checkpoint
-from t2t_repro.data import pipeline, text_files
+from t2t_repro.data import pipeline
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
@@ -191,24 +190,16 @@ def test_weight_decay_shrinks_matrices_only():
 
 
 def test_recipe_flags_are_validated(tmp_path):
-    common = [
-        "-m",
-        "t2t_repro.cli",
-        "train",
-        "--flagfile=flags/tiny.cfg",
-        f"--model_dir={tmp_path}/run",
-    ]
-    result = run_python(
-        common + ["--train_src=x", "--train_tgt=y", "--subword_sampling=1.5"]
-    )
+    run = f"--model_dir={tmp_path}/run"
+    result = run_train(run, "--train_src=x", "--train_tgt=y", "--subword_sampling=1.5")
     assert result.returncode != 0
     assert "subword_sampling" in result.stderr
     assert "Traceback" not in result.stderr
     data = tmp_path / "pairs"
     (data.with_suffix(".en")).write_text("a dog\n", "utf-8")
     (data.with_suffix(".de")).write_text("ein hund\n", "utf-8")
-    result = run_python(
-        common + [f"--train_src={data}.en", f"--train_tgt={data}.de", "--keep_best=3"]
+    result = run_train(
+        run, f"--train_src={data}.en", f"--train_tgt={data}.de", "--keep_best=3"
     )
     assert result.returncode != 0
     assert "--keep_best and --patience rank checkpoints by dev BLEU" in result.stderr
@@ -218,32 +209,16 @@ def test_recipe_flags_are_validated(tmp_path):
 
 @pytest.mark.slow  # 43 s; averaging itself is checked by the best-N test
 def test_train_cli_scores_the_average_of_the_last_checkpoints(tmp_path):
-    for lang in ("en", "de"):
-        (tmp_path / f"test.{lang}").write_text(
-            "".join(
-                line + "\n"
-                for line in text_files.read_lines(multi30k("test_2016_flickr", lang))[
-                    :5
-                ]
-            ),
-            "utf-8",
-        )
     run = tmp_path / "run"
     common = [
-        "-m",
-        "t2t_repro.cli",
-        "train",
-        "--flagfile=flags/tiny.cfg",
         f"--model_dir={run}",
-        f"--train_src={multi30k('val', 'en')}",
-        f"--train_tgt={multi30k('val', 'de')}",
-        f"--test_src={tmp_path}/test.en",
-        f"--test_tgt={tmp_path}/test.de",
+        *MULTI30K_VAL,
+        *multi30k_test_set(tmp_path, 5),
         "--train_steps=6",
         "--checkpoint_every=3",
         "--batch_tokens=256",
     ]
-    result = run_python(common + ["--average_last=2"])
+    result = run_train(*common, "--average_last=2")
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"average of steps 3, 6 in {run}/average" in result.stdout
     averaged = _weights(load_model(str(run / "average"))[0])
@@ -252,6 +227,6 @@ def test_train_cli_scores_the_average_of_the_last_checkpoints(tmp_path):
         np.testing.assert_allclose(
             got, (a.astype(np.float64) + b) / 2, rtol=1e-6, atol=1e-7
         )
-    result = run_python(common + ["--average_last=3", "--keep_checkpoints=2"])
+    result = run_train(*common, "--average_last=3", "--keep_checkpoints=2")
     assert result.returncode != 0
     assert "--average_last cannot exceed --keep_checkpoints" in result.stderr

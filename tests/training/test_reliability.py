@@ -1,6 +1,6 @@
-"""Nothing lost to a NaN, a second trainer, a kill or a damaged checkpoint:
-each test removes a protection's reason to exist and checks the
-protection."""
+"""Nothing lost to a NaN or infinite loss, a second trainer, a kill or a
+damaged checkpoint: each test removes a protection's reason to exist and
+checks the protection."""
 
 import json
 import logging
@@ -9,26 +9,41 @@ import random
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.processes import REPO, quiet_environment
+from helpers.processes import start_python, wait_for_line
 from helpers.run_inspection import checkpoint_weights, nonfinite_steps_logged
-from helpers.shared_data import multi30k
 from helpers.toy_run import toy_trainer
+from helpers.train_command import MULTI30K_VAL, run_train, start_train
 from t2t_repro.checkpoints import holds, latest_checkpoint, load_model, model_checkpoint
 from t2t_repro.config import ConfigError
 from t2t_repro.training import TrainingError, input_state
 from t2t_repro.training import step as step_module
 
+# How a poisoned step goes wrong: its loss NaN or +inf (the gradients
+# stay finite, so only the loss can tell), or its gradients' global norm
+# infinite (a finite loss scaled by 1e30: every gradient stays finite,
+# their squared norm overflows float32).
+_POISONS = {
+    "nan loss": lambda loss_sum, bad: tf.where(
+        bad, tf.constant(np.nan, loss_sum.dtype), loss_sum
+    ),
+    "+inf loss": lambda loss_sum, bad: (
+        loss_sum + tf.where(bad, tf.constant(np.inf, loss_sum.dtype), 0.0)
+    ),
+    "infinite gradient norm": lambda loss_sum, bad: (
+        loss_sum * tf.where(bad, tf.constant(1e30, loss_sum.dtype), 1.0)
+    ),
+}
 
-def _poison_losses(monkeypatch, steps):
-    """Makes the loss NaN in the given (1-based) steps of the next trainer
-    whose step is compiled; returns a dict to put that trainer in."""
+
+def _poison_losses(monkeypatch, steps, poison="nan loss"):
+    """Makes the given (1-based) steps of the next trainer whose step is
+    compiled go wrong as `_POISONS[poison]` says; returns a dict to put
+    that trainer in."""
     holder = {}
     original = step_module.smoothed_cross_entropy_stats
 
@@ -36,23 +51,22 @@ def _poison_losses(monkeypatch, steps):
         loss_sum, count, correct = original(*args)
         this_step = holder["trainer"].global_step + 1
         bad = tf.reduce_any(tf.equal(this_step, tf.constant(steps, tf.int64)))
-        return (
-            tf.where(bad, tf.constant(np.nan, loss_sum.dtype), loss_sum),
-            count,
-            correct,
-        )
+        return _POISONS[poison](loss_sum, bad), count, correct
 
     monkeypatch.setattr(step_module, "smoothed_cross_entropy_stats", poisoned)
     return holder
 
 
-def test_a_nonfinite_step_applies_no_update_and_is_counted(tmp_path, monkeypatch):
-    holder = _poison_losses(monkeypatch, [3])
+@pytest.mark.parametrize("poison", list(_POISONS))
+def test_a_nonfinite_step_applies_no_update_and_is_counted(
+    tmp_path, monkeypatch, poison
+):
+    holder = _poison_losses(monkeypatch, [3], poison)
     trainer = holder["trainer"] = toy_trainer(
         tmp_path, 6, checkpoint_every=1, log_every=3
     )
     assert trainer.train() == 6
-    # Six batches consumed, five updates.
+    # Six batches consumed, five updates, nothing that is not finite kept.
     assert int(trainer.optimizer.iterations.numpy()) == 5
     assert all(np.isfinite(w.numpy()).all() for w in trainer.model.weights)
     after_2, after_3, after_4 = (
@@ -101,19 +115,14 @@ def test_weights_that_are_not_finite_are_never_saved(tmp_path):
 
 
 def test_a_second_trainer_on_one_model_dir_is_refused(tmp_path):
-    holder = subprocess.Popen(
+    holder = start_python(
         [
-            sys.executable,
             "-c",
             "import sys, time; from t2t_repro.run_lock import training_lock\n"
             "with training_lock(sys.argv[1]): "
             "print('locked', flush=True); time.sleep(600)",
             str(tmp_path),
-        ],
-        cwd=REPO,
-        env=quiet_environment(),
-        stdout=subprocess.PIPE,
-        text=True,
+        ]
     )
     try:
         assert holder.stdout.readline() == "locked\n"
@@ -229,24 +238,20 @@ def test_corrupt_newest_checkpoints_are_set_aside_and_the_run_resumed(
         assert (set_aside / name).read_bytes() == data
 
 
-def _train_command(model_dir, steps):
-    val = [
-        f"--train_{side}={multi30k('val', lang)}"
-        for side, lang in (("src", "en"), ("tgt", "de"))
-    ]
+KILL_RUN_STEPS = 16
+
+
+def _kill_run_flags(model_dir):
+    """A checkpoint at every step, so that a kill often lands inside a
+    save."""
     return [
-        sys.executable,
-        "-m",
-        "t2t_repro.cli",
-        "train",
-        "--flagfile=flags/tiny.cfg",
         f"--model_dir={model_dir}",
-        f"--train_steps={steps}",
+        f"--train_steps={KILL_RUN_STEPS}",
         "--checkpoint_every=1",
         "--log_every=1",
         "--mixed_precision=fp32",
         "--shuffle_buffer=2000",
-        *val,
+        *MULTI30K_VAL,
     ]
 
 
@@ -258,37 +263,22 @@ def _final_weights(model_dir):
 @pytest.fixture(scope="module")
 def uninterrupted_cli_run(tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("uninterrupted")
-    result = subprocess.run(
-        _train_command(model_dir, KILL_RUN_STEPS),
-        cwd=REPO,
-        env=quiet_environment(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_train(*_kill_run_flags(model_dir))
     assert result.returncode == 0, result.stderr[-3000:]
     return _final_weights(model_dir)
 
 
-KILL_RUN_STEPS = 16
-
-
 # About 110 s a seed (with the uninterrupted run) on a slow CI machine; the
-# default suite checks SIGTERM (tests/training/test_training.py).
+# default suite kills inside each stage of a save on purpose
+# (tests/training/test_interrupted_saves.py).
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sigkill_at_a_random_step_then_the_same_command_ends_identically(
     tmp_path, uninterrupted_cli_run, seed
 ):
-    # Checkpoints every step, so the kill often lands inside a save.
     kill_after = random.Random(seed).randint(2, KILL_RUN_STEPS - 3)
-    command = _train_command(tmp_path, KILL_RUN_STEPS)
-    process = subprocess.Popen(
-        command, cwd=REPO, env=quiet_environment(), stderr=subprocess.PIPE, text=True
-    )
-    for line in process.stderr:
-        if f"step {kill_after}/{KILL_RUN_STEPS} loss" in line:
-            break
+    process = start_train(*_kill_run_flags(tmp_path))
+    wait_for_line(process, f"step {kill_after}/{KILL_RUN_STEPS} loss")
     process.kill()
     process.wait()
     assert process.returncode == -signal.SIGKILL
@@ -297,14 +287,7 @@ def test_sigkill_at_a_random_step_then_the_same_command_ends_identically(
     # Whatever the kill interrupted, every checkpoint left is readable.
     for path in tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths:
         load_model(str(tmp_path), path)
-    result = subprocess.run(
-        command,
-        cwd=REPO,
-        env=quiet_environment(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_train(*_kill_run_flags(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     assert "resumed from" in result.stderr
     for want, got in zip(uninterrupted_cli_run, _final_weights(tmp_path)):

@@ -16,8 +16,8 @@ import time
 import pytest
 import tensorflow as tf
 
-from helpers.processes import REPO, quiet_environment
 from helpers.toy_run import SMALL, toy_pairs, toy_trainer
+from helpers.train_command import run_train
 from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro import run_lock
 from t2t_repro.best_checkpoints import BestCheckpoints
@@ -314,28 +314,16 @@ def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypa
 @pytest.mark.slow
 def test_t2t_train_refuses_to_resume_on_a_changed_training_file(tmp_path):
     corpus = _write_pairs(tmp_path)
-    command = [
-        sys.executable,
-        "-m",
-        "t2t_repro.cli",
-        "train",
-        "--flagfile=flags/tiny.cfg",
-        f"--model_dir={tmp_path}/run",
-        f"--train_src={corpus.source_path}",
-        f"--train_tgt={corpus.target_path}",
-        "--train_steps=2",
-        "--mixed_precision=fp32",
-        "--vocab_size=64",
-    ]
 
     def train(*flags):
-        return subprocess.run(
-            [*command, *flags],
-            cwd=REPO,
-            env=quiet_environment(),
-            capture_output=True,
-            text=True,
-            timeout=600,
+        return run_train(
+            f"--model_dir={tmp_path}/run",
+            f"--train_src={corpus.source_path}",
+            f"--train_tgt={corpus.target_path}",
+            "--train_steps=2",
+            "--mixed_precision=fp32",
+            "--vocab_size=64",
+            *flags,
         )
 
     first = train()
@@ -371,7 +359,7 @@ def _lock(run_dir, pid, host=None):
 
 
 def _wait(run_dir, chief_start_seconds=600):
-    return run_dir.ensure_vocabulary(
+    return run_dir.existing_or_new_vocabulary(
         None, is_chief=False, chief_start_seconds=chief_start_seconds, poll_seconds=0.02
     )
 
