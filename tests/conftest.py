@@ -7,6 +7,11 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One xdist worker per core (`-n 2`): TensorFlow's per-op thread pool,
+    # sized to every core by default, would have each worker's ops contend
+    # with the other's. Inherited by the tools the tests run as processes.
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 import pytest
 

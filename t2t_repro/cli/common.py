@@ -219,10 +219,11 @@ def _is_user_error(error):
 
 
 class StartupLog:
-    """The log lines a tool writes while it checks its inputs, held back
-    so that a user error found by those checks is the only line on stderr
-    (not the third, after the strategy's and the data's start-up lines).
-    `release()` writes them and stops holding: before a long step the user
+    """The informational log lines a tool writes while it checks its
+    inputs, held back so that a user error found by those checks is the
+    only line on stderr (not the third, after the strategy's and the
+    data's start-up lines); warnings are written at once. `release()`
+    writes the held lines and stops holding: before a long step the user
     should watch, or once the checks have passed."""
 
     def __init__(self):
@@ -230,28 +231,38 @@ class StartupLog:
         self._handlers = self._root.handlers[:]
         self._held: list[logging.LogRecord] = []
         self._holding = True
-        self._root.handlers = [_Appender(self._held)]
+        self._root.handlers = [_Appender(self._held), *self._handlers]
+        for handler in self._handlers:
+            handler.addFilter(_warnings_and_above)
 
     def release(self):
         if not self._holding:
             return
-        self._holding = False
-        self._root.handlers = self._handlers
+        self.drop()
         for record in self._held:
             self._root.handle(record)
 
     def drop(self):
         self._holding = False
         self._root.handlers = self._handlers
+        for handler in self._handlers:
+            handler.removeFilter(_warnings_and_above)
+
+
+def _warnings_and_above(record):
+    return record.levelno >= logging.WARNING
 
 
 class _Appender(logging.Handler):
+    """Keeps the records below WARNING."""
+
     def __init__(self, records):
-        super().__init__()
+        super().__init__(level=logging.NOTSET)
         self.records = records
 
     def emit(self, record):
-        self.records.append(record)
+        if record.levelno < logging.WARNING:
+            self.records.append(record)
 
 
 @contextlib.contextmanager

@@ -88,6 +88,10 @@ def main():
     run_dir = RunDir(FLAGS.model_dir)
     check_command_line_model_flags(run_dir.load_config(), run_dir.file(CONFIG_FILENAME))
     model, proto, checkpoint = load_model(FLAGS.model_dir, FLAGS.checkpoint)
+    # Made before the translation: an unwritable one fails in a second, not
+    # after the whole test set.
+    output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, "eval")
+    os.makedirs(output_dir, exist_ok=True)
     precision = resolve_precision(FLAGS.precision)
     model = in_precision(model, precision)
     hypotheses, _, scores = score_corpus(
@@ -106,7 +110,6 @@ def main():
     # A bf16 evaluation of a step is kept apart from the float32 one.
     suffix = "" if precision == "fp32" else f"_{precision}"
     write_summaries(os.path.join(FLAGS.model_dir, "eval" + suffix), step, scores)
-    output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, "eval")
     base = write_results(
         output_dir, f"{test_name}.step{step}{suffix}", hypotheses, scores
     )

@@ -71,7 +71,7 @@ def fine_tuning_start(run_dir):
     from t2t_repro.run_dir import CONFIG_FILENAME
 
     if latest_checkpoint(run_dir.path):
-        logging.info(
+        logging.warning(
             "--init_from ignored: %s has checkpoints, resuming from them", run_dir.path
         )
         model_run, checkpoint = run_dir, None

@@ -1,5 +1,6 @@
 """Independent NumPy implementations of the paper's formulas, for tests,
-and `dense_weights`, which hands them a Keras layer's weights."""
+and `dense_weights` and `attention_weights`, which hand them a Keras
+layer's weights."""
 
 import numpy as np
 
@@ -29,6 +30,15 @@ def dense_weights(layer):
     return layer.kernel.numpy(), layer.bias.numpy()
 
 
+def attention_weights(layer):
+    """The dict of (kernel, bias) pairs `multi_head_attention` takes, from
+    our Keras `MultiHeadAttention`."""
+    return {
+        name: dense_weights(getattr(layer, f"{name}_dense"))
+        for name in ("query", "key", "value", "output")
+    }
+
+
 def multi_head_attention(query, key_value, w, num_heads, mask=None):
     """w: dict of (kernel, bias) for query/key/value/output."""
 
@@ -53,6 +63,44 @@ def layer_norm(x, gamma, beta, epsilon=1e-6):
 
 def feed_forward(x, w1, b1, w2, b2):
     return np.maximum(0.0, x @ w1 + b1) @ w2 + b2
+
+
+def decoder_layer(x, memory, w, num_heads, memory_mask, pre_norm):
+    """One decoder layer (section 3.1) on x `[batch, target_length,
+    d_model]`: causally masked self-attention, attention over `memory`
+    `[batch, source_length, d_model]` (`memory_mask` True = attend), then
+    the feed-forward network, each sub-layer with a residual connection
+    and LayerNorm: post-norm, LayerNorm(x + Sublayer(x)), as in the paper,
+    or pre-norm, x + Sublayer(LayerNorm(x)). No dropout (inference).
+
+    w: "self_attention" and "cross_attention", dicts as
+    `multi_head_attention` takes; "feed_forward", (w1, b1, w2, b2);
+    "self_attention_norm", "cross_attention_norm" and "feed_forward_norm",
+    (gamma, beta).
+    """
+    length = x.shape[1]
+    causal = np.tril(np.ones((length, length), bool))
+    sublayers = (
+        (
+            lambda h: multi_head_attention(
+                h, h, w["self_attention"], num_heads, causal
+            )[0],
+            w["self_attention_norm"],
+        ),
+        (
+            lambda h: multi_head_attention(
+                h, memory, w["cross_attention"], num_heads, memory_mask
+            )[0],
+            w["cross_attention_norm"],
+        ),
+        (lambda h: feed_forward(h, *w["feed_forward"]), w["feed_forward_norm"]),
+    )
+    for sublayer, norm in sublayers:
+        if pre_norm:
+            x = x + sublayer(layer_norm(x, *norm))
+        else:
+            x = layer_norm(x + sublayer(x), *norm)
+    return x
 
 
 def positional_encoding(length, d_model):
