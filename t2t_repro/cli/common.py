@@ -223,8 +223,10 @@ class StartupLog:
     inputs, held back so that a user error found by those checks is the
     only line on stderr (not the third, after the strategy's and the
     data's start-up lines); warnings are written at once. `release()`
-    writes the held lines and stops holding: before a long step the user
-    should watch, or once the checks have passed."""
+    writes the held lines and stops holding, once the checks have passed
+    (for t2t-train: after the vocabulary, the model and the run directory,
+    so a vocabulary learnt on a large corpus delays them by its minute or
+    two)."""
 
     def __init__(self):
         self._root = logging.getLogger()

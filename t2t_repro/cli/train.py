@@ -36,14 +36,12 @@ flags.mark_flag_as_required("model_dir")
 FLAGS = flags.FLAGS
 
 
-def vocabulary_trainer(corpus, startup_log):
+def vocabulary_trainer(corpus):
     """A function returning a SentencePiece model of the flags' size and
-    type, learned on `corpus`; the held start-up log is written first (a
-    large corpus takes minutes)."""
+    type, learned on `corpus`."""
     from t2t_repro.data import vocabulary
 
     def train():
-        startup_log.release()
         sentences = corpus.sentences(FLAGS.vocab_sample_pairs)
         logging.info(
             "training a %d-piece %s SentencePiece model on %d sentences",
@@ -133,7 +131,7 @@ def train_from_flags(startup_log):
             proto, model_config = model_run.load_vocabulary(), model_run.load_config()
         else:
             proto = run_dir.existing_or_new_vocabulary(
-                vocabulary_trainer(train_corpus, startup_log),
+                vocabulary_trainer(train_corpus),
                 distribution.is_chief(strategy),
             )
             model_config = model_config_from_flags(

@@ -11,9 +11,10 @@ _PROBE_URL = "https://www.statmt.org"
 
 
 def _online(url=_PROBE_URL, timeout=5.0):
-    host = urllib.parse.urlparse(url).hostname
+    parsed = urllib.parse.urlparse(url)
     try:
-        socket.create_connection((host, 443), timeout=timeout).close()
+        address = (parsed.hostname, parsed.port or 443)
+        socket.create_connection(address, timeout=timeout).close()
         return True
     except OSError:
         return False
@@ -36,6 +37,8 @@ def tfds_pairs(
         source_lang, target_lang: feature keys, e.g. "en" and "de".
         data_dir: TFDS data directory.
         manual_dir: directory with manually downloaded archives.
+        probe_url: a URL of the download host, connected to first so that
+            an offline machine fails in seconds.
     """
     import tensorflow_datasets as tfds
 

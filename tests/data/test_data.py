@@ -1,6 +1,7 @@
 """Parallel files, vocabulary, batching: real data and bad input."""
 
 import gzip
+import socket
 import time
 
 import numpy as np
@@ -211,15 +212,25 @@ def test_sources_truncate_like_training_data():
 
 
 def test_tfds_source_fails_fast_offline(tmp_path):
+    # The download host is a closed local port, so the test never downloads
+    # WMT14, even on a machine with internet.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
     start = time.monotonic()
     with pytest.raises(DataError) as error:
         tfds_source.tfds_pairs(
-            "wmt14_translate/de-en", "train", "en", "de", data_dir=str(tmp_path)
+            "wmt14_translate/de-en",
+            "train",
+            "en",
+            "de",
+            data_dir=str(tmp_path),
+            probe_url=f"https://127.0.0.1:{closed_port}",
         )
     assert time.monotonic() - start < 60
     message = str(error.value)
     assert "wmt14_translate/de-en" in message
-    assert "--train_src" in message and "unreachable" in message
+    assert "--train_src" in message and "127.0.0.1 is unreachable" in message
 
 
 def test_tfds_source_rejects_unknown_language(tmp_path):
