@@ -31,11 +31,11 @@ _ENTRY = re.compile(r"^  (?:-\S,)?--(?:\[no\])?([a-z_0-9]+): ")
 _ABSL_SHORT_HELP = """
 import sys
 from absl import flags
-from t2t_repro.cli import common
+from t2t_repro.cli import tool_help
 tool = sys.argv[1]
 __import__(f"t2t_repro.cli.{tool}")
 sys.argv = [f"t2t-{tool}"]
-common._register_key_flags()
+tool_help.register_key_flags()
 print(flags.FLAGS.main_module_help())
 """
 

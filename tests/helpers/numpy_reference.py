@@ -24,6 +24,16 @@ def dense(x, kernel, bias):
     return x @ kernel + bias
 
 
+def randomize_weights(layer, seed):
+    """Draws every weight of the built `layer` at random: with Keras' zero
+    biases and unit gammas, a layer that dropped a bias or LayerNorm's
+    affine terms, or mixed up two sub-layers' weights, would still match
+    a reference."""
+    rng = np.random.default_rng(seed)
+    for weight in layer.trainable_weights:
+        weight.assign(rng.normal(scale=0.3, size=weight.shape).astype(np.float32))
+
+
 def dense_weights(layer):
     """(kernel, bias) of a Keras Dense as NumPy arrays, as `dense` and
     `feed_forward` take them."""

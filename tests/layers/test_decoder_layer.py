@@ -16,11 +16,9 @@ D_MODEL, NUM_HEADS = 16, 2
 
 
 def _decoder_layer(pre_norm):
-    """A built layer whose weights are all drawn at random: with Keras'
-    zero biases and unit gammas, a layer that dropped a bias or
-    LayerNorm's affine terms, or mixed up two sub-layers' weights, would
-    still match the reference. Every dropout is on, for inference to
-    turn off."""
+    """A built layer whose weights are all drawn at random
+    (`randomize_weights`). Every dropout is on, for inference to turn
+    off."""
     layer = layers.DecoderLayer(
         d_model=D_MODEL,
         num_heads=NUM_HEADS,
@@ -31,9 +29,7 @@ def _decoder_layer(pre_norm):
         pre_norm=pre_norm,
     )
     layer.build((BATCH, TARGET_LENGTH, D_MODEL))
-    rng = np.random.default_rng(8)
-    for weight in layer.trainable_weights:
-        weight.assign(rng.normal(scale=0.3, size=weight.shape).astype(np.float32))
+    ref.randomize_weights(layer, seed=8)
     return layer
 
 

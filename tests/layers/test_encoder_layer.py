@@ -46,6 +46,8 @@ def test_encoder_layer_matches_reference(pre_norm):
     layer = layers.EncoderLayer(
         d_model=16, num_heads=2, d_ff=32, dropout=0.1, pre_norm=pre_norm
     )
+    layer.build((2, 6, 16))
+    ref.randomize_weights(layer, seed=5)
     x = np.random.default_rng(4).normal(size=(2, 6, 16)).astype(np.float32)
     mask = np.ones((2, 1, 1, 6), bool)
     mask[0, ..., 4:] = False
