@@ -207,12 +207,12 @@ def main(argv):
     base = rows[0]["real_tokens_per_second"]
     print(describe_cpu())
     print(
-        f"{'precision':<10} {'ms/step':>8} {'tokens/s':>9} {'x first':>8} "
+        f"{'precision':<14} {'ms/step':>8} {'tokens/s':>9} {'x first':>8} "
         f"{'GFLOP/s':>8} {'ceiling':>8} {'MFU':>6}"
     )
     for row in rows:
         print(
-            f"{row['precision']:<10} {row['ms_per_step']:>8.1f} "
+            f"{row['precision']:<14} {row['ms_per_step']:>8.1f} "
             f"{row['real_tokens_per_second']:>9d} "
             f"{row['real_tokens_per_second'] / base:>8.2f} "
             f"{row['model_gflops_per_second']:>8.1f} "
