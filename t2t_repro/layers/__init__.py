@@ -4,11 +4,13 @@ multi-head attention (with a key/value cache for decoding), sinusoidal or
 learned positions, the position-wise feed-forward network, encoder and
 decoder layers (post-norm as in the paper, or pre-norm), the shared
 embedding tied to the output projection, the masks (masks.py), and
-Keras' Dropout and LayerNormalization with cheaper training passes."""
+Keras' Dense, Dropout and LayerNormalization with cheaper or more exact
+training passes."""
 
 # The layer classes, re-exported (`import X as X`: PEP 484's explicit
 # re-export, which linters and type checkers honour).
 from t2t_repro.layers.decoder_layer import DecoderLayer as DecoderLayer
+from t2t_repro.layers.dense import Dense as Dense
 from t2t_repro.layers.dropout import Dropout as Dropout
 from t2t_repro.layers.encoder_layer import EncoderLayer as EncoderLayer
 from t2t_repro.layers.layer_normalization import (

@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from t2t_repro.layers.dense import Dense
 from t2t_repro.layers.dense_2d import dense_2d
 from t2t_repro.layers.scaled_dot_product_attention import (
     ScaledDotProductAttention,
@@ -121,10 +122,10 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_dim = key_dim or d_model // num_heads
         self.value_dim = value_dim or d_model // num_heads
         self.dropout = dropout
-        self.query_dense = keras.layers.Dense(num_heads * self.key_dim, name="query")
-        self.key_dense = keras.layers.Dense(num_heads * self.key_dim, name="key")
-        self.value_dense = keras.layers.Dense(num_heads * self.value_dim, name="value")
-        self.output_dense = keras.layers.Dense(d_model, name="output")
+        self.query_dense = Dense(num_heads * self.key_dim, name="query")
+        self.key_dense = Dense(num_heads * self.key_dim, name="key")
+        self.value_dense = Dense(num_heads * self.value_dim, name="value")
+        self.output_dense = Dense(d_model, name="output")
         self.attention = ScaledDotProductAttention(dropout, name="attention")
 
     def build(self, query_shape, key_value_shape=None):

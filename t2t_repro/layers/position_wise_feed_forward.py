@@ -2,6 +2,7 @@
 
 import keras
 
+from t2t_repro.layers.dense import Dense
 from t2t_repro.layers.dense_2d import dense_2d
 from t2t_repro.layers.dropout import Dropout
 
@@ -31,9 +32,9 @@ class PositionWiseFeedForward(keras.layers.Layer):
         self.d_model = d_model
         self.d_ff = d_ff
         self.dropout = dropout
-        self.inner = keras.layers.Dense(d_ff, activation="relu", name="inner")
+        self.inner = Dense(d_ff, activation="relu", name="inner")
         self.inner_dropout = Dropout(dropout)
-        self.outer = keras.layers.Dense(d_model, name="outer")
+        self.outer = Dense(d_model, name="outer")
 
     def build(self, inputs_shape):
         self.inner.build(inputs_shape)
