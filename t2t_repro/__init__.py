@@ -20,6 +20,7 @@ _PUBLIC = {
     **dict.fromkeys(
         [
             "DecoderLayer",
+            "Dense",
             "Dropout",
             "EncoderLayer",
             "LayerNormalization",
