@@ -14,7 +14,10 @@ one process.
   attention layer's) against one `[rows, d] x [d, 3d]` matmul of the
   concatenated weights, split after it (`--projection_width` d).
 - `bias_gradient`: the bias gradient of a `[rows, 4 * width]` dense
-  layer (BiasAddGrad) against a matmul of ones and against a reduce_sum.
+  layer: BiasAddGrad, a matmul of ones (the package's `Dense`), and a
+  reduce_sum.
+- `dense`: the package's `Dense` (its float32 bias gradient) against
+  Keras' (BiasAddGrad), `[rows, width] -> [rows, 4 * width]` with ReLU.
 
 Prints ms per call of each (the median round) and the largest difference
 from the code's result, with the CPU and this process's matmul ceiling.
@@ -117,10 +120,41 @@ def bias_gradient_cases(tf, dtype):
     upstream = tf.cast(rng.normal([FLAGS.rows, 4 * FLAGS.width]), dtype)
     ones = tf.ones([1, FLAGS.rows], dtype)
     return {
-        "code": tf.function(lambda: [tf.raw_ops.BiasAddGrad(out_backprop=upstream)]),
-        "ones_matmul": tf.function(lambda: [tf.matmul(ones, upstream)[0]]),
+        "code": tf.function(lambda: [tf.matmul(ones, upstream)[0]]),
+        "bias_add_grad": tf.function(
+            lambda: [tf.raw_ops.BiasAddGrad(out_backprop=upstream)]
+        ),
         "reduce_sum": tf.function(lambda: [tf.reduce_sum(upstream, 0)]),
+        "float64_numpy": lambda: [upstream.numpy().astype("float64").sum(0)],
     }
+
+
+def dense_cases(tf, dtype):
+    import keras
+
+    from t2t_repro.layers import Dense
+
+    rng = tf.random.Generator.from_seed(3)
+    x = tf.Variable(rng.normal([FLAGS.rows, FLAGS.width]))
+    upstream = rng.normal([FLAGS.rows, 4 * FLAGS.width])
+    policy = "mixed_bfloat16" if dtype == tf.bfloat16 else "float32"
+
+    def case(layer_class):
+        dense = layer_class(4 * FLAGS.width, activation="relu", dtype=policy)
+        dense.build(x.shape)
+        for weight, seed in zip(dense.trainable_weights, (4, 5)):
+            weight.assign(tf.random.stateless_normal(weight.shape, [seed, 0]) * 0.05)
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                y = dense(x)
+                loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+            return [y, *tape.gradient(loss, [x, *dense.trainable_weights])]
+
+        return step
+
+    return {"code": case(Dense), "keras_dense": case(keras.layers.Dense)}
 
 
 def largest_difference(tf, results, reference):
@@ -145,6 +179,7 @@ def main(argv):
         ("layer_norm", layer_norm_cases),
         ("qkv", qkv_cases),
         ("bias_gradient", bias_gradient_cases),
+        ("dense", dense_cases),
     ):
         for precision, dtype in (("fp32", tf.float32), ("bf16", tf.bfloat16)):
             variants = cases(tf, dtype)

@@ -12,12 +12,11 @@ class Dense(keras.layers.Dense):
     Keras adds the bias with `tf.nn.bias_add`, whose gradient kernel on a
     CPU (BiasAddGrad) accumulates a bfloat16 gradient in bfloat16: summed
     over 8,192 rows of unit-scale values, its result was off by up to 80%
-    of the true sum (`scripts/ablate_train_ops.py` prints the error), so
-    a bf16 run trained every bias on noise. Here the same forward pass
-    (so Grappler still fuses MatMul, BiasAdd and ReLU into one oneDNN op)
-    has a gradient whose bias part is `reduce_sum`, which sums bfloat16 in
-    float32. LoRA, quantization and the other options of Keras' Dense run
-    Keras' code.
+    of the true sum (tests/layers/test_dense.py), so a bf16 run trained
+    its biases on a corrupted gradient. Here the forward pass is the same
+    ops, and the bias gradient is a matmul of a row of ones with the
+    gradient, which sums in float32. LoRA, quantization and the other
+    options of Keras' Dense run Keras' code.
 
     Shapes: `[..., input_width]` -> `[..., units]`.
 
@@ -43,8 +42,11 @@ def _bias_add(x, bias):
     """x + bias over x's last axis; the bias gradient summed in float32."""
 
     def backward(upstream):
-        rows = list(range(len(upstream.shape) - 1))
-        # Sum (unlike BiasAddGrad) accumulates bfloat16 in float32.
-        return upstream, tf.reduce_sum(upstream, rows)
+        rows = tf.reshape(upstream, [-1, upstream.shape[-1]])
+        # A row of ones times the gradient: matmuls accumulate bf16
+        # products in float32, and on a CPU this is faster than
+        # BiasAddGrad or reduce_sum (scripts/ablate_train_ops.py).
+        ones = tf.ones([1, tf.shape(rows)[0]], rows.dtype)
+        return upstream, tf.matmul(ones, rows)[0]
 
     return tf.nn.bias_add(x, bias), backward
