@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Multi30k reference result: train en->de (or en->fr) from scratch on the
-# 29k training pairs, average the best checkpoints by dev BLEU, translate
-# test_2016_flickr with beam 4, and write results/multi30k_en_<lang>.json and
+# 29k training pairs, average the last checkpoints, translate
+# test_2016_flickr with the recipe's beam and length penalty, and write results/multi30k_en_<lang>.json and
 # a PNG of dev BLEU against wall-clock minutes.
 #
 #   scripts/reference_multi30k.sh [--target_lang=de|fr] [--run_dir=DIR] [t2t-train flags...]
@@ -30,8 +30,8 @@ run_dir="${run_dir:-runs/multi30k_reference_en_${target_lang}}"
 average_dir="$run_dir/average"
 results=results/multi30k_en_${target_lang}
 
-# The average of the best checkpoints by dev BLEU (the recipe keeps them).
-num_average=$(sed -n 's/^--keep_best=//p' flags/reference.cfg)
+# The recipe's --average_last: how many of the last checkpoints to average.
+num_average=$(sed -n 's/^--average_last=//p' flags/reference.cfg)
 
 # The test set is translated once, by the average below.
 t2t-train --flagfile=flags/reference.cfg --flagfile="$data_flags" \
@@ -41,7 +41,7 @@ t2t-train --flagfile=flags/reference.cfg --flagfile="$data_flags" \
 if [ ! -e "$average_dir/checkpoint" ]; then
   rm -rf "$average_dir"
   t2t-average --model_dir="$run_dir" --output_dir="$average_dir" \
-    --select=best --num_checkpoints="$num_average"
+    --select=last --num_checkpoints="$num_average"
 fi
 
 mkdir -p results
