@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Multi30k reference result: train en->de (or en->fr) from scratch on the
 # 29k training pairs, average the last checkpoints, translate
-# test_2016_flickr with the recipe's beam and length penalty, and write results/multi30k_en_<lang>.json and
-# a PNG of dev BLEU against wall-clock minutes.
+# test_2016_flickr with the recipe's beam and length penalty, and write
+# results/multi30k_en_<lang>.json and a PNG of dev BLEU against wall-clock
+# minutes.
 #
 #   scripts/reference_multi30k.sh [--target_lang=de|fr] [--run_dir=DIR] [t2t-train flags...]
 #
