@@ -109,3 +109,7 @@ def main():
 
 def run():
     common.run(main)
+
+
+if __name__ == "__main__":  # python -m t2t_repro.cli.attention
+    run()

@@ -208,8 +208,12 @@ def run(main, positional_arguments=False, tensorflow=True):
     doc = sys.modules[main.__module__].__doc__
     sys.modules["__main__"].__doc__ = doc
     # The name --help heads the flags with (a console script's full path
-    # otherwise) and errors start with.
-    sys.argv[0] = os.path.basename(sys.argv[0])
+    # otherwise) and errors start with; `python -m t2t_repro.cli.train`
+    # is t2t-train too.
+    name = os.path.basename(sys.argv[0])
+    if name.endswith(".py"):
+        name = "t2t-" + name[: -len(".py")]
+    sys.argv[0] = name
     tool_help.register_key_flags()
     tool_help.define_help_flags()
 

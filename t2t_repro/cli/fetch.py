@@ -93,3 +93,7 @@ def run():
     # Fetching needs no TensorFlow, and an offline machine is told so
     # within seconds.
     common.run(main, positional_arguments=True, tensorflow=False)
+
+
+if __name__ == "__main__":  # python -m t2t_repro.cli.fetch
+    run()

@@ -40,3 +40,7 @@ def main():
 
 def run():
     common.run(main)
+
+
+if __name__ == "__main__":  # python -m t2t_repro.cli.summary
+    run()

@@ -209,3 +209,7 @@ def train_from_flags(startup_log):
 
 def run():
     common.run(main)
+
+
+if __name__ == "__main__":  # python -m t2t_repro.cli.train
+    run()

@@ -151,6 +151,25 @@ def test_python_dash_m_runs_a_tool_and_rejects_stray_arguments():
     ]
 
 
+@pytest.mark.parametrize("tool", sorted(TOOLS))
+def test_each_tool_runs_as_its_module(tool):
+    # `python -m t2t_repro.cli.TOOL` is the tool, named as its console
+    # script; a stray argument reaches the tool's parser (no TensorFlow
+    # started), where doing nothing would exit 0 silently.
+    result = subprocess.run(
+        [sys.executable, "-m", f"t2t_repro.cli.{tool}", "--no_such_flag"],
+        cwd=REPO,
+        env=_user_environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        f"t2t-{tool}: error: Unknown command line flag 'no_such_flag'"
+    ]
+
+
 def _t2t(*args):
     """`t2t *args`, run as `python -m t2t_repro.cli` (the same `main`)."""
     return subprocess.run(
