@@ -205,15 +205,14 @@ def run(main, positional_arguments=False, tensorflow=True):
     `main` takes no arguments, or with `positional_arguments` the
     command line's non-flag arguments; `tensorflow=False` never imports
     TensorFlow (a tool that does not need it answers in a blink)."""
-    doc = sys.modules[main.__module__].__doc__
-    sys.modules["__main__"].__doc__ = doc
+    module = sys.modules[main.__module__]
+    sys.modules["__main__"].__doc__ = module.__doc__
     # The name --help heads the flags with (a console script's full path
-    # otherwise) and errors start with; `python -m t2t_repro.cli.train`
-    # is t2t-train too.
-    name = os.path.basename(sys.argv[0])
-    if name.endswith(".py"):
-        name = "t2t-" + name[: -len(".py")]
-    sys.argv[0] = name
+    # otherwise) and errors start with.
+    sys.argv[0] = os.path.basename(sys.argv[0])
+    if module.__name__ == "__main__" and module.__spec__ is not None:
+        # python -m t2t_repro.cli.train: named as its console script.
+        sys.argv[0] = "t2t-" + module.__spec__.name.rpartition(".")[2]
     tool_help.register_key_flags()
     tool_help.define_help_flags()
 
