@@ -136,15 +136,7 @@ def test_a_bad_setting_is_one_line_naming_it():
 
 
 def test_python_dash_m_runs_a_tool_and_rejects_stray_arguments():
-    command = [sys.executable, "-m", "t2t_repro.cli"]
-    stray = subprocess.run(
-        command + ["summary", "--flagfile=flags/tiny.cfg", "stray"],
-        cwd=REPO,
-        env=_user_environment(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    stray = _t2t("summary", "--flagfile=flags/tiny.cfg", "stray")
     assert stray.returncode == 2
     assert stray.stderr.splitlines() == [
         "t2t-summary: error: unexpected arguments ['stray']: every input is a --flag"
@@ -156,30 +148,28 @@ def test_each_tool_runs_as_its_module(tool):
     # `python -m t2t_repro.cli.TOOL` is the tool, named as its console
     # script; a stray argument reaches the tool's parser (no TensorFlow
     # started), where doing nothing would exit 0 silently.
-    result = subprocess.run(
-        [sys.executable, "-m", f"t2t_repro.cli.{tool}", "--no_such_flag"],
-        cwd=REPO,
-        env=_user_environment(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = _python_m(f"t2t_repro.cli.{tool}", "--no_such_flag")
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.splitlines() == [
         f"t2t-{tool}: error: Unknown command line flag 'no_such_flag'"
     ]
 
 
-def _t2t(*args):
-    """`t2t *args`, run as `python -m t2t_repro.cli` (the same `main`)."""
+def _python_m(module, *args):
+    """`python -m module *args` from the repository root, as a user runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "t2t_repro.cli", *args],
+        [sys.executable, "-m", module, *args],
         cwd=REPO,
         env=_user_environment(),
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def _t2t(*args):
+    """`t2t *args`, run as `python -m t2t_repro.cli` (the same `main`)."""
+    return _python_m("t2t_repro.cli", *args)
 
 
 def _console_scripts():
