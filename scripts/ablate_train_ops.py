@@ -39,7 +39,7 @@ FLAGS = flags.FLAGS
 
 
 def layer_norm_cases(tf, dtype):
-    from t2t_repro.layers.layer_normalization import _layer_norm
+    from t2t_repro.layers.layer_normalization import layer_norm
 
     def fused(x, gamma, beta):
         rows = tf.shape(x)[0]
@@ -55,7 +55,7 @@ def layer_norm_cases(tf, dtype):
         return normed * tf.cast(gamma, dtype) + tf.cast(beta, dtype)
 
     def code(x, gamma, beta):
-        return _layer_norm(x, gamma, beta, 1e-6)
+        return layer_norm(x, gamma, beta, 1e-6)
 
     rng = tf.random.Generator.from_seed(0)
     x = tf.Variable(rng.normal([FLAGS.rows, FLAGS.width]) * 3 + 1)

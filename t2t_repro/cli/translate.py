@@ -1,7 +1,7 @@
 """t2t-translate: translate a file or stdin, one sentence per line.
 
     t2t-translate --model_dir=runs/multi30k --input=src.en --output=out.de
-    echo "A dog runs." | t2t-translate --saved_model=exports/multi30k/800
+    echo "A dog runs." | t2t-translate --saved_model=exports/multi30k/950
     t2t-translate --ctranslate2=exports/multi30k-ct2 < src.en
     t2t-translate --model_dir=runs/x --input=all.en.gz --output=all.de
     ... --resume            # the same command again after a crash: goes on

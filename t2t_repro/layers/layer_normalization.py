@@ -35,7 +35,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
         ):
             return super().call(inputs)
         return tf.cast(
-            _layer_norm(
+            layer_norm(
                 inputs,
                 tf.convert_to_tensor(self.gamma),
                 tf.convert_to_tensor(self.beta),
@@ -45,7 +45,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
         )
 
 
-def _layer_norm(x, gamma, beta, epsilon):
+def layer_norm(x, gamma, beta, epsilon):
     """LayerNorm of x `[..., width]` over its last axis, in float32
     whatever the dtypes of x and the weights."""
 
