@@ -38,26 +38,49 @@ def listed_checkpoints(model_dir):
     """The run's checkpoints, oldest first, as its checkpoint list names
     them; ConfigError if that list is corrupt (a run that took it for
     missing would start over, and overwrite them)."""
+    state = _checkpoint_state(model_dir)
+    if state is None:
+        return []
+    paths = [
+        path for path in state.all_model_checkpoint_paths if not _let_go(state, path)
+    ]
+    if state.model_checkpoint_path not in paths:
+        paths.append(state.model_checkpoint_path)
+    return paths
+
+
+def _checkpoint_state(model_dir):
+    """The run's `CheckpointState`, None if it has no checkpoint list;
+    ConfigError if the list is corrupt."""
     path = os.path.join(model_dir, CHECKPOINT_LIST_FILENAME)
     try:
         state = tf.train.get_checkpoint_state(model_dir)
     except ValueError:  # an empty list; an unparsable one gives None
         state = None
-    if state is None:
-        if tf.io.gfile.exists(path):
-            raise ConfigError(f"{path}: corrupt (not a list of checkpoints)")
-        return []
-    # The manager deletes a checkpoint it no longer keeps before it rewrites
-    # the list, so a process killed in between leaves the list naming an
-    # older checkpoint whose index is gone: the run had let it go already.
-    paths = [
-        path
-        for path in state.all_model_checkpoint_paths
-        if path == state.model_checkpoint_path or tf.io.gfile.exists(path + ".index")
-    ]
-    if state.model_checkpoint_path not in paths:
-        paths.append(state.model_checkpoint_path)
-    return paths
+    if state is None and tf.io.gfile.exists(path):
+        raise ConfigError(f"{path}: corrupt (not a list of checkpoints)")
+    return state
+
+
+def _let_go(state, path):
+    """Whether the list's `path` is a checkpoint the run had let go: the
+    manager deletes a checkpoint it no longer keeps before it rewrites the
+    list, so a process killed in between leaves the list naming an older
+    checkpoint whose index is gone."""
+    return path != state.model_checkpoint_path and not tf.io.gfile.exists(
+        path + ".index"
+    )
+
+
+def _remove_let_go(model_dir):
+    """Removes what is left of the checkpoints the run had let go (their
+    data files), which nothing can load and nothing else would delete."""
+    state = _checkpoint_state(model_dir)
+    for path in state.all_model_checkpoint_paths if state else []:
+        if _let_go(state, path):
+            for leftover in tf.io.gfile.glob(path + ".data-*"):
+                tf.io.gfile.remove(leftover)
+                logging.info("%s: removed (its checkpoint was being deleted)", leftover)
 
 
 def latest_checkpoint(model_dir):
@@ -102,9 +125,12 @@ def checkpoint_to_resume(model_dir, set_aside):
     Each newer one, corrupt, is named in a warning; with `set_aside` (the
     chief) its files move to corrupt/TIME/ and it leaves the checkpoint
     list, since a save of its step would overwrite them and the user may
-    want them. If none is intact, a ConfigError rather than a new run over
+    want them, and the data files of checkpoints a kill left half deleted
+    are removed. If none is intact, a ConfigError rather than a new run over
     the old one's files.
     """
+    if set_aside:
+        _remove_let_go(model_dir)
     intact, corrupt = newest_intact_checkpoint(model_dir)
     if corrupt and intact is None:
         newest, problem = corrupt[0]

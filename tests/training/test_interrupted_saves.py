@@ -5,7 +5,8 @@ by what the kill left (docs/reliability.md, "kill -9 at any moment" and
 "Files are never half-written"; that a resumed run ends with an
 uninterrupted one's weights is tests/training/test_resume.py's). A kill
 while the save deletes a checkpoint beyond --keep_checkpoints leaves
-every checkpoint the run lists whole.
+every checkpoint the run lists whole, and the resumed run removes the
+rest of the one being deleted.
 
 Each kill lands where it is aimed: a hook in the trainer's process kills
 it at that point of TensorFlow's save (or of `write_atomically`), and the
@@ -154,3 +155,10 @@ def test_a_kill_while_an_old_checkpoint_is_deleted_leaves_every_listed_one_whole
     assert latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-4")
     for checkpoint in listed_checkpoints(str(tmp_path)):
         check_intact(str(tmp_path), checkpoint)
+    # The run resumed: what the kill left of ckpt-2 no longer takes space.
+    resumed = toy_trainer(tmp_path, 6, checkpoint_every=2, keep_checkpoints=1)
+    assert resumed.step == 4
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*")) == [
+        "ckpt-4.data-00000-of-00001",
+        "ckpt-4.index",
+    ]
