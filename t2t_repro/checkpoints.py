@@ -42,7 +42,9 @@ def listed_checkpoints(model_dir):
     if state is None:
         return []
     paths = [
-        path for path in state.all_model_checkpoint_paths if not _let_go(state, path)
+        path
+        for path in state.all_model_checkpoint_paths
+        if not _half_deleted(state, path)
     ]
     if state.model_checkpoint_path not in paths:
         paths.append(state.model_checkpoint_path)
@@ -62,7 +64,7 @@ def _checkpoint_state(model_dir):
     return state
 
 
-def _let_go(state, path):
+def _half_deleted(state, path):
     """Whether the list's `path` is a checkpoint the run had let go: the
     manager deletes a checkpoint it no longer keeps before it rewrites the
     list, so a process killed in between leaves the list naming an older
@@ -72,15 +74,31 @@ def _let_go(state, path):
     )
 
 
-def _remove_let_go(model_dir):
-    """Removes what is left of the checkpoints the run had let go (their
-    data files), which nothing can load and nothing else would delete."""
+def _remove_half_deleted_data(model_dir):
+    """Removes the data files of `model_dir`'s half-deleted checkpoints.
+    TensorFlow's manager would delete them at the run's next save, but a
+    run killed in its last save has none."""
     state = _checkpoint_state(model_dir)
-    for path in state.all_model_checkpoint_paths if state else []:
-        if _let_go(state, path):
-            for leftover in tf.io.gfile.glob(path + ".data-*"):
-                tf.io.gfile.remove(leftover)
-                logging.info("%s: removed (its checkpoint was being deleted)", leftover)
+    if state is None:
+        return
+    for path in state.all_model_checkpoint_paths:
+        directory, name = os.path.split(path)
+        # Only this run's own checkpoints: an edited or copied list can
+        # name paths elsewhere; listed by exact name, since a directory
+        # name may hold glob characters.
+        if (
+            not _half_deleted(state, path)
+            or os.path.normpath(directory) != os.path.normpath(model_dir)
+            or not re.fullmatch(rf"{CHECKPOINT_NAME}-\d+", name)
+        ):
+            continue
+        for leftover in tf.io.gfile.listdir(directory):
+            if re.fullmatch(rf"{re.escape(name)}\.data-\d{{5}}-of-\d{{5}}", leftover):
+                tf.io.gfile.remove(os.path.join(directory, leftover))
+                logging.info(
+                    "%s: removed (its checkpoint was being deleted)",
+                    os.path.join(directory, leftover),
+                )
 
 
 def latest_checkpoint(model_dir):
@@ -119,18 +137,18 @@ def check_intact(model_dir, checkpoint):
     )
 
 
-def checkpoint_to_resume(model_dir, set_aside):
+def checkpoint_to_resume(model_dir, is_chief):
     """The newest intact checkpoint, or None in a new run.
 
-    Each newer one, corrupt, is named in a warning; with `set_aside` (the
-    chief) its files move to corrupt/TIME/ and it leaves the checkpoint
-    list, since a save of its step would overwrite them and the user may
-    want them, and the data files of checkpoints a kill left half deleted
-    are removed. If none is intact, a ConfigError rather than a new run over
-    the old one's files.
+    Each newer one, corrupt, is named in a warning; on the chief its files
+    move to corrupt/TIME/ and it leaves the checkpoint list, since a save
+    of its step would overwrite them and the user may want them. The chief
+    also removes the data of checkpoints a kill left half deleted. If none
+    is intact, a ConfigError rather than a new run over the old one's
+    files.
     """
-    if set_aside:
-        _remove_let_go(model_dir)
+    if is_chief:
+        _remove_half_deleted_data(model_dir)
     intact, corrupt = newest_intact_checkpoint(model_dir)
     if corrupt and intact is None:
         newest, problem = corrupt[0]
@@ -142,7 +160,7 @@ def checkpoint_to_resume(model_dir, set_aside):
     if not corrupt:
         return intact
     moved = ""
-    if set_aside:
+    if is_chief:
         directory = os.path.join(
             model_dir, CORRUPT_DIRNAME, time.strftime("%Y%m%d-%H%M%S")
         )

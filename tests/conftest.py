@@ -16,6 +16,18 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 import pytest
 
 
+def pytest_configure(config):
+    """One line, not a hundred FileNotFoundErrors, where the Multi30k
+    files the tests read are missing."""
+    from helpers.multi30k_data import MULTI30K
+
+    if not os.path.isdir(os.path.join(MULTI30K, "tok")):
+        raise pytest.UsageError(
+            f"{MULTI30K}/tok: missing; the tests read Multi30k there: run "
+            "`t2t-fetch multi30k --tokenized_references` in the checkout first"
+        )
+
+
 @pytest.fixture(scope="session")
 def toy_run_dir(tmp_path_factory):
     """A model_dir trained by the real Trainer to translate four phrases."""

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
+from helpers.multi30k_data import MULTI30K, multi30k
 from helpers.processes import run_python
-from helpers.shared_data import MULTI30K, multi30k
 from t2t_repro.config import ConfigError, DecodingOptions
 from t2t_repro.data import text_files
 from t2t_repro.evaluation import (

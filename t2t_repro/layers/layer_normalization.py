@@ -47,7 +47,9 @@ class LayerNormalization(keras.layers.LayerNormalization):
 
 def layer_norm(x, gamma, beta, epsilon):
     """LayerNorm of x `[..., width]` over its last axis, in float32
-    whatever the dtypes of x and the weights."""
+    whatever the dtypes of x and the weights, with the closed-form
+    gradient of `LayerNormalization`: the layer's computation for code
+    that holds its own weights (scripts/ablate_train_ops.py times it)."""
 
     @tf.custom_gradient
     def forward(x, gamma, beta):

@@ -129,7 +129,7 @@ def prepare_run(
         # model_dir), or workers would resume at different steps with
         # different weights; the chief sets the corrupt ones aside before
         # its manager reads the checkpoint list.
-        restored = checkpoint_to_resume(run_dir.path, set_aside=is_chief)
+        restored = checkpoint_to_resume(run_dir.path, is_chief=is_chief)
         manager = checkpoint_manager(
             checkpoint,
             run_dir.path

@@ -10,7 +10,7 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from helpers.batches import report_batches
-from helpers.shared_data import multi30k
+from helpers.multi30k_data import multi30k
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
 from t2t_repro.data import DataError, pipeline, text_files, tfds_source, vocabulary
 

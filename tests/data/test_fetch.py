@@ -3,7 +3,7 @@ written atomically, skipped when already there, copied from a local copy
 when it holds them.
 
 A local HTTP server on 127.0.0.1 stands in for GitHub: it serves a copy of
-the Multi30k files the tests read (helpers/shared_data.py; raw/ and tok/,
+the Multi30k files the tests read (helpers/multi30k_data.py; raw/ and tok/,
 as upstream) and records each request, so a test can tell a download from
 a skip or a copy."""
 
@@ -20,8 +20,8 @@ import time
 
 import pytest
 
+from helpers.multi30k_data import MIRROR_README, MULTI30K
 from helpers.processes import run_python
-from helpers.shared_data import MIRROR_README, MULTI30K
 from t2t_repro.data import DataError, fetch
 
 DEFAULT_FILES = [
@@ -92,8 +92,8 @@ def serving(root, cut_half_way=False):
 
 @pytest.fixture
 def web_root(tmp_path):
-    """A writable copy of the shared files laid out as upstream's
-    data/task1/: raw/NAME.gz and tok/NAME."""
+    """A writable copy of the Multi30k files the tests read, laid out as
+    upstream's data/task1/: raw/NAME.gz and tok/NAME."""
     root = tmp_path / "web"
     for folder, source in (("raw", MULTI30K), ("tok", os.path.join(MULTI30K, "tok"))):
         os.makedirs(root / folder)

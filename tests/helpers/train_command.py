@@ -2,8 +2,8 @@
 --flagfile=flags/tiny.cfg` (a 2-layer, d_model 64 Transformer) from the
 repository root."""
 
+from helpers.multi30k_data import multi30k
 from helpers.processes import run_python, start_python
-from helpers.shared_data import multi30k
 from t2t_repro.data import text_files
 
 # Multi30k's 1,014 validation pairs: trains the tiny model in seconds.

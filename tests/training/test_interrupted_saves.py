@@ -6,7 +6,7 @@ by what the kill left (docs/reliability.md, "kill -9 at any moment" and
 uninterrupted one's weights is tests/training/test_resume.py's). A kill
 while the save deletes a checkpoint beyond --keep_checkpoints leaves
 every checkpoint the run lists whole, and the resumed run removes the
-rest of the one being deleted.
+data of the one being deleted.
 
 Each kill lands where it is aimed: a hook in the trainer's process kills
 it at that point of TensorFlow's save (or of `write_atomically`), and the
@@ -137,14 +137,9 @@ def test_a_kill_inside_a_save_leaves_the_last_checkpoint_and_run_files_whole(
     assert resumed.train() == 4  # at its last step: lets go of the lock
 
 
-def test_a_kill_while_an_old_checkpoint_is_deleted_leaves_every_listed_one_whole(
-    tmp_path, run_at_step_2
-):
+def _killed_while_deleting_ckpt_2(tmp_path, run_at_step_2):
     """The save of step 4 with --keep_checkpoints=1 deletes ckpt-2 once
-    ckpt-4 is listed; killed halfway through that deletion, every
-    checkpoint the run's list names must still load (docs/reliability.md:
-    "every checkpoint left can be loaded"; t2t-average and --average_last
-    read them)."""
+    ckpt-4 is listed: the run killed halfway through that deletion."""
     directory, _ = run_at_step_2
     shutil.copytree(directory, tmp_path, dirs_exist_ok=True)
     killed = run_python(["-c", _KILLED_INSIDE, str(tmp_path), "ckpt-2 half deleted"])
@@ -152,13 +147,30 @@ def test_a_kill_while_an_old_checkpoint_is_deleted_leaves_every_listed_one_whole
     # Killed where aimed: ckpt-2's index deleted, its data not.
     assert not (tmp_path / "ckpt-2.index").exists()
     assert (tmp_path / "ckpt-2.data-00000-of-00001").exists()
+
+
+def test_a_kill_while_an_old_checkpoint_is_deleted_leaves_every_listed_one_whole(
+    tmp_path, run_at_step_2
+):
+    """Every checkpoint the run's list names must still load
+    (docs/reliability.md: "every checkpoint left can be loaded";
+    t2t-average and --average_last read them)."""
+    _killed_while_deleting_ckpt_2(tmp_path, run_at_step_2)
     assert latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-4")
     for checkpoint in listed_checkpoints(str(tmp_path)):
         check_intact(str(tmp_path), checkpoint)
-    # The run resumed: what the kill left of ckpt-2 no longer takes space.
-    resumed = toy_trainer(tmp_path, 6, checkpoint_every=2, keep_checkpoints=1)
+
+
+def test_resuming_removes_the_data_of_the_checkpoint_being_deleted(
+    tmp_path, run_at_step_2
+):
+    """The run was killed in its last save, so no later save would sweep
+    ckpt-2's data away: resuming does."""
+    _killed_while_deleting_ckpt_2(tmp_path, run_at_step_2)
+    resumed = toy_trainer(tmp_path, 4, checkpoint_every=2, keep_checkpoints=1)
     assert resumed.step == 4
     assert sorted(p.name for p in tmp_path.glob("ckpt-*")) == [
         "ckpt-4.data-00000-of-00001",
         "ckpt-4.index",
     ]
+    assert resumed.train() == 4  # at its last step: lets go of the lock

@@ -145,7 +145,7 @@ def test_a_corrupt_checkpoint_list_is_an_error_not_a_new_run(run):
         ConfigError,
         match=(rf"^{run}/checkpoint: corrupt \(not a list of checkpoints\)$"),
     ):
-        checkpoint_to_resume(str(run), set_aside=True)
+        checkpoint_to_resume(str(run), is_chief=True)
 
 
 # Corrupt checkpoints ---------------------------------------------------
@@ -180,7 +180,7 @@ def _tiny_run(directory, steps):
 def test_a_worker_falls_back_like_the_chief_but_moves_nothing(tmp_path):
     older, newest = _tiny_run(tmp_path, [1, 2])
     _cut(newest + ".index", 0.5)
-    assert checkpoint_to_resume(str(tmp_path), set_aside=False) == (older)
+    assert checkpoint_to_resume(str(tmp_path), is_chief=False) == (older)
     assert os.path.exists(newest + ".index")
     assert listed_checkpoints(str(tmp_path)) == [older, newest]
 
@@ -195,7 +195,7 @@ def test_with_no_intact_checkpoint_the_run_refuses_to_start_over(tmp_path):
             "intact: nothing to resume from$"
         ),
     ):
-        checkpoint_to_resume(str(tmp_path), set_aside=True)
+        checkpoint_to_resume(str(tmp_path), is_chief=True)
     assert os.path.exists(only + ".data-00000-of-00001")
 
 

@@ -1,7 +1,7 @@
 """t2t-train's answers to flags and data it cannot train on: the problem
 named, never a traceback or a wait for a batch that never comes."""
 
-from helpers.shared_data import multi30k
+from helpers.multi30k_data import multi30k
 from helpers.train_command import MULTI30K_VAL, run_train
 
 
