@@ -81,24 +81,24 @@ def _remove_half_deleted_data(model_dir):
     state = _checkpoint_state(model_dir)
     if state is None:
         return
-    for path in state.all_model_checkpoint_paths:
-        directory, name = os.path.split(path)
-        # Only this run's own checkpoints: an edited or copied list can
-        # name paths elsewhere; listed by exact name, since a directory
-        # name may hold glob characters.
-        if (
-            not _half_deleted(state, path)
-            or os.path.normpath(directory) != os.path.normpath(model_dir)
-            or not re.fullmatch(rf"{CHECKPOINT_NAME}-\d+", name)
-        ):
-            continue
-        for leftover in tf.io.gfile.listdir(directory):
-            if re.fullmatch(rf"{re.escape(name)}\.data-\d{{5}}-of-\d{{5}}", leftover):
-                tf.io.gfile.remove(os.path.join(directory, leftover))
-                logging.info(
-                    "%s: removed (its checkpoint was being deleted)",
-                    os.path.join(directory, leftover),
-                )
+    # Only this run's own checkpoints (an edited or copied list can name
+    # paths elsewhere), matched by exact name (a directory name may hold
+    # glob characters).
+    names = [
+        re.escape(os.path.basename(path))
+        for path in state.all_model_checkpoint_paths
+        if _half_deleted(state, path)
+        and os.path.normpath(os.path.dirname(path)) == os.path.normpath(model_dir)
+        and re.fullmatch(rf"{CHECKPOINT_NAME}-\d+", os.path.basename(path))
+    ]
+    if not names:
+        return
+    data_file = re.compile(rf"(?:{'|'.join(names)})\.data-\d{{5}}-of-\d{{5}}")
+    for name in tf.io.gfile.listdir(model_dir):
+        if data_file.fullmatch(name):
+            leftover = os.path.join(model_dir, name)
+            tf.io.gfile.remove(leftover)
+            logging.info("%s: removed (its checkpoint was being deleted)", leftover)
 
 
 def latest_checkpoint(model_dir):
