@@ -107,3 +107,22 @@ def test_tensorboard_curves_and_dev_evaluation(tmp_path):
     with open(tmp_path / "tb" / "config.json") as handle:
         assert json.load(handle)["d_model"] == 16
     assert tf.train.latest_checkpoint(str(tmp_path / "tb")).endswith("ckpt-10")
+
+
+def test_dev_evaluations_do_not_change_what_is_trained(tmp_path):
+    # How often the dev set is scored is a monitoring choice: it must
+    # not move the dropout masks or the data order, or the recipes'
+    # --eval_every would be a hidden hyper-parameter.
+    def trained_weights(name, **evaluation):
+        trainer = toy_trainer(tmp_path / name, 10, **evaluation)
+        trainer.train()
+        return [w.numpy() for w in trainer.model.trainable_weights]
+
+    assert SMALL.dropout > 0 and SMALL.attention_dropout > 0
+    unevaluated = trained_weights("none")
+    evaluated = trained_weights(
+        "every_3", eval_every=3, dev_pairs=toy_pairs().take(4)
+    )
+    assert len(evaluated) == len(unevaluated)
+    for a, b in zip(evaluated, unevaluated):
+        np.testing.assert_array_equal(a, b)
