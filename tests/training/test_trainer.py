@@ -120,9 +120,7 @@ def test_dev_evaluations_do_not_change_what_is_trained(tmp_path):
 
     assert SMALL.dropout > 0 and SMALL.attention_dropout > 0
     unevaluated = trained_weights("none")
-    evaluated = trained_weights(
-        "every_3", eval_every=3, dev_pairs=toy_pairs().take(4)
-    )
+    evaluated = trained_weights("every_3", eval_every=3, dev_pairs=toy_pairs().take(4))
     assert len(evaluated) == len(unevaluated)
     for a, b in zip(evaluated, unevaluated):
         np.testing.assert_array_equal(a, b)
