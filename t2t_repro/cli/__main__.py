@@ -14,7 +14,7 @@ import importlib.util
 import sys
 from importlib import metadata
 
-_PREFIX = "t2t-"
+from t2t_repro.cli import TOOL_PREFIX
 
 
 def tools():
@@ -22,10 +22,10 @@ def tools():
     in name order."""
     scripts = {}
     for entry_point in metadata.entry_points(group="console_scripts"):
-        if entry_point.name.startswith(_PREFIX) and entry_point.value.startswith(
+        if entry_point.name.startswith(TOOL_PREFIX) and entry_point.value.startswith(
             "t2t_repro.cli."
         ):
-            scripts[entry_point.name[len(_PREFIX) :]] = entry_point
+            scripts[entry_point.name[len(TOOL_PREFIX) :]] = entry_point
     return dict(sorted(scripts.items()))
 
 

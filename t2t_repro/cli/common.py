@@ -21,8 +21,8 @@ import tempfile
 
 from absl import app, flags
 
+from t2t_repro.cli import TOOL_PREFIX, tool_help
 from t2t_repro.cli import flags as cli_flags
-from t2t_repro.cli import tool_help
 from t2t_repro.config import ConfigError
 from t2t_repro.data import DataError
 from t2t_repro.training import TrainingError
@@ -212,7 +212,7 @@ def run(main, positional_arguments=False, tensorflow=True):
     sys.argv[0] = os.path.basename(sys.argv[0])
     if module.__name__ == "__main__" and module.__spec__ is not None:
         # python -m t2t_repro.cli.train: named as its console script.
-        sys.argv[0] = "t2t-" + module.__spec__.name.rpartition(".")[2]
+        sys.argv[0] = TOOL_PREFIX + module.__spec__.name.rpartition(".")[2]
     tool_help.register_key_flags()
     tool_help.define_help_flags()
 
