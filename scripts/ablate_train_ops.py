@@ -6,10 +6,11 @@ one process.
     python scripts/ablate_train_ops.py [--rows=8192] [--width=512] \
         [--projection_width=256] [--rounds=3] [--iterations=30]
 
-- `layer_norm`: the package's LayerNormalization (closed-form gradient)
-  against LayerNorm as one fused batch-norm op (`fused_batch_norm` over
-  a `[1, rows, width, 1]` NCHW view: each row is a "channel"), the
-  affine terms after it.
+- `layer_norm`: the package's LayerNormalization in TensorFlow ops
+  (closed-form gradient) against its C++ kernel (t2t_repro.kernels, what
+  training runs where it builds) and against LayerNorm as one fused
+  batch-norm op (`fused_batch_norm` over a `[1, rows, width, 1]` NCHW
+  view: each row is a "channel"), the affine terms after it.
 - `qkv`: three `[rows, d] x [d, d]` projections with biases (the
   attention layer's) against one `[rows, d] x [d, 3d]` matmul of the
   concatenated weights, split after it (`--projection_width` d).
@@ -39,6 +40,7 @@ FLAGS = flags.FLAGS
 
 
 def layer_norm_cases(tf, dtype):
+    from t2t_repro import kernels
     from t2t_repro.layers.layer_normalization import layer_norm
 
     def fused(x, gamma, beta):
@@ -57,10 +59,15 @@ def layer_norm_cases(tf, dtype):
     def code(x, gamma, beta):
         return layer_norm(x, gamma, beta, 1e-6)
 
+    def kernel(x, gamma, beta):
+        return kernels.layer_norm(x, gamma, beta, 1e-6)
+
     rng = tf.random.Generator.from_seed(0)
     x = tf.Variable(rng.normal([FLAGS.rows, FLAGS.width]) * 3 + 1)
     gamma = tf.Variable(rng.normal([FLAGS.width]) * 0.1 + 1)
     beta = tf.Variable(rng.normal([FLAGS.width]) * 0.1)
+    if kernels.library() is None:
+        raise SystemExit("the LayerNorm kernel does not build here (see the log)")
     upstream = tf.cast(rng.normal([FLAGS.rows, FLAGS.width]), dtype)
 
     def case(norm):
@@ -75,7 +82,11 @@ def layer_norm_cases(tf, dtype):
 
         return step
 
-    return {"code": case(code), "fused_batch_norm": case(fused)}
+    return {
+        "code": case(code),
+        "cpp_kernel": case(kernel),
+        "fused_batch_norm": case(fused),
+    }
 
 
 def qkv_cases(tf, dtype):

@@ -4,6 +4,9 @@
     python scripts/bench_train.py --flagfile=flags/multi30k.cfg \
         --precisions=fp32,bf16 [--bench_steps=20] [--bench_rounds=3] \
         [--json=OUT]
+    # LayerNorm's C++ kernel against TensorFlow ops, in bf16:
+    python scripts/bench_train.py --flagfile=flags/multi30k.cfg \
+        --precisions=bf16:tf,bf16:auto
 
 The precisions take turns, `--bench_rounds` times: each turn builds a
 Trainer on Multi30k en-de (the flagfile's model and batch size) in that
@@ -60,7 +63,9 @@ flags.DEFINE_list(
     ["fp32", "bf16"],
     "Precisions to compare: --mixed_precision values, or grappler_bf16 (a "
     "float32 model that Grappler's oneDNN auto mixed precision rewrites to "
-    "bf16, the way Intel's TensorFlow guides suggest).",
+    "bf16, the way Intel's TensorFlow guides suggest); each optionally "
+    "with :LAYER_NORM_KERNEL, a --layer_norm_kernel value for that entry "
+    "(bf16:tf).",
 )
 flags.DEFINE_integer("bench_warmup", 5, "Untimed steps of each turn.")
 flags.DEFINE_integer("bench_steps", 20, "Timed steps of each turn.")
@@ -86,15 +91,18 @@ def step_flops(config, batch, source_length, target_length):
     return 3 * batch * (encoder + decoder + projection)
 
 
-def compiled_step(precision, proto, pairs, model_dir, strategy):
+def compiled_step(precision, layer_norm_kernel, proto, pairs, model_dir, strategy):
     """(config, options, input iterator, compiled training step) of a new
-    Trainer on `pairs` in `precision`, with the flagfile's model and batch
-    size."""
+    Trainer on `pairs` in `precision` with `layer_norm_kernel`, with the
+    flagfile's model and batch size."""
     from t2t_repro.data import vocabulary
     from t2t_repro.training.prepare import prepare_run
 
     options = settings_from_flags(
-        TrainingOptions, model_dir=model_dir, mixed_precision=precision
+        TrainingOptions,
+        model_dir=model_dir,
+        mixed_precision=precision,
+        layer_norm_kernel=layer_norm_kernel,
     )
     config = model_config_from_flags(vocabulary.vocab_size_of(proto))
     trainer = prepare_run(config, options, strategy, proto, pairs)
@@ -117,11 +125,13 @@ def run_steps(steps, config, options, iterator, train_step):
     return time.perf_counter() - start, flops, real
 
 
-def turn(precision, proto, pairs, model_dir, strategy):
-    """(seconds, matmul FLOPs, real tokens) of `--bench_steps` steps in
-    `precision` after `--bench_warmup` untimed ones, on a new Trainer."""
+def turn(entry, proto, pairs, model_dir, strategy):
+    """(seconds, matmul FLOPs, real tokens) of `--bench_steps` steps of
+    one `--precisions` entry after `--bench_warmup` untimed ones, on a new
+    Trainer."""
     import tensorflow as tf
 
+    precision, _, layer_norm_kernel = entry.partition(":")
     rewrite = precision == _GRAPPLER_BF16
     # A process-wide option, read when a turn's new step is traced.
     tf.config.optimizer.set_experimental_options(
@@ -129,7 +139,12 @@ def turn(precision, proto, pairs, model_dir, strategy):
     )
     try:
         step = compiled_step(
-            "fp32" if rewrite else precision, proto, pairs, model_dir, strategy
+            "fp32" if rewrite else precision,
+            layer_norm_kernel or FLAGS.layer_norm_kernel,
+            proto,
+            pairs,
+            model_dir,
+            strategy,
         )
         run_steps(FLAGS.bench_warmup, *step)
         return run_steps(FLAGS.bench_steps, *step)
@@ -199,7 +214,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as directory:
         rows = bench(*multi30k_vocabulary_and_pairs(directory), directory)
     for row in rows:
-        bf16 = row["precision"] in ("bf16", _GRAPPLER_BF16)
+        bf16 = row["precision"].partition(":")[0] in ("bf16", _GRAPPLER_BF16)
         dtype = "bfloat16" if bf16 else "float32"
         ceiling = matmul_gflops(2048, dtype)
         row["matmul_ceiling_gflops"] = round(ceiling, 1)

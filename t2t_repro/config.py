@@ -339,6 +339,15 @@ class TrainingOptions(Settings):
         lower_bound=1,
     )
     jit_compile: bool = setting(False, "XLA-compile the training step.")
+    layer_norm_kernel: str = setting(
+        "auto",
+        "LayerNorm in the training step: auto = a C++ kernel (one pass "
+        "over the activations each way) built on first use with the "
+        "system's C++ compiler against the installed TensorFlow, TensorFlow "
+        "ops where it cannot be built or with --jit_compile; tf = "
+        "TensorFlow ops. The same function either way.",
+        choices=("auto", "tf"),
+    )
     mixed_precision: str = setting(
         "auto",
         "Compute dtype, with float32 weights: fp32, bf16, fp16 (with loss "

@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from t2t_repro import kernels
+
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class LayerNormalization(keras.layers.LayerNormalization):
@@ -16,7 +18,9 @@ class LayerNormalization(keras.layers.LayerNormalization):
     affine terms) in turn: fewer passes over the activations. In float32
     whatever the compute dtype, as Keras' layer. Only the layer this
     package builds (last axis, with scale and center) takes this path;
-    any other configuration (or float64 inputs) runs Keras' code.
+    any other configuration (or float64 inputs) runs Keras' code. Inside
+    `t2t_repro.kernels.enabled(True)` (the training step), float32 and
+    bfloat16 inputs run the same function as one C++ kernel each way.
 
     Shapes: `[..., width]` -> the same.
 
@@ -34,15 +38,18 @@ class LayerNormalization(keras.layers.LayerNormalization):
             or inputs.dtype == tf.float64
         ):
             return super().call(inputs)
-        return tf.cast(
-            layer_norm(
+        gamma = tf.convert_to_tensor(self.gamma)
+        beta = tf.convert_to_tensor(self.beta)
+        if inputs.dtype in kernels.KERNEL_DTYPES and kernels.active():
+            normalized = kernels.layer_norm(
                 inputs,
-                tf.convert_to_tensor(self.gamma),
-                tf.convert_to_tensor(self.beta),
+                tf.cast(gamma, tf.float32),
+                tf.cast(beta, tf.float32),
                 self.epsilon,
-            ),
-            self.compute_dtype,
-        )
+            )
+        else:
+            normalized = layer_norm(inputs, gamma, beta, self.epsilon)
+        return tf.cast(normalized, self.compute_dtype)
 
 
 def layer_norm(x, gamma, beta, epsilon):

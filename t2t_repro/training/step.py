@@ -7,6 +7,7 @@ import dataclasses
 import keras
 import tensorflow as tf
 
+from t2t_repro import kernels
 from t2t_repro.config import TrainingOptions
 from t2t_repro.data import pipeline
 from t2t_repro.model import Transformer
@@ -28,7 +29,8 @@ class TrainStep:
 
     Args:
         options: the run's `TrainingOptions` (`accum_steps`,
-            `label_smoothing`, `mixed_precision`, `jit_compile`).
+            `label_smoothing`, `mixed_precision`, `jit_compile`,
+            `layer_norm_kernel`).
         local_replicas: this worker's replicas; the step's batches are
             ordered micro-batch by micro-batch, each with one batch per
             local replica.
@@ -82,7 +84,11 @@ class TrainStep:
 
     def _micro_batch_gradients(self, source, target_input, target_output):
         variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
+        # XLA cannot compile the C++ kernels.
+        use_kernels = (
+            self.options.layer_norm_kernel == "auto" and not self.options.jit_compile
+        )
+        with tf.GradientTape() as tape, kernels.enabled(use_kernels):
             logits = self.model(
                 (source, target_input), training=True, float32_logits=False
             )

@@ -1,0 +1,162 @@
+"""C++ CPU kernels for the training step, built on first use.
+
+TensorFlow has no fused LayerNorm for training on CPU (oneDNN's is
+forward-only), and the closed-form one in `t2t_repro.layers` is a dozen
+TensorFlow ops each way, each a pass over the activations: in a bf16 step
+whose matmuls run on AMX, those passes cost more than the matmuls around
+them. `layer_norm.cc` does each direction in one pass. It is compiled with
+the system's C++ compiler against the installed TensorFlow's headers the
+first time a training step asks for it, for this CPU (`-march=native`),
+and cached under `$XDG_CACHE_HOME/t2t_repro` (default `~/.cache`), keyed
+by the source, the TensorFlow version and the CPU's flags. Where it
+cannot be built (no compiler, a read-only cache) training logs why once
+and runs the TensorFlow ops: same weights, same checkpoints.
+
+Only the training step uses the kernel (inside `enabled(True)`): exports
+and decoders stay plain TensorFlow, which TF Serving and XLA can run.
+
+    with kernels.enabled(True):
+        logits = model(batch, training=True)   # LayerNorm: the C++ kernel
+"""
+
+import contextlib
+import functools
+import hashlib
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+
+import tensorflow as tf
+from absl import logging
+
+_SOURCE = pathlib.Path(__file__).with_name("layer_norm.cc")
+# The dtypes layer_norm.cc registers; anything else (float16, float64)
+# runs the TensorFlow ops.
+KERNEL_DTYPES = (tf.float32, tf.bfloat16)
+_active = False
+
+
+@contextlib.contextmanager
+def enabled(use_kernels: bool):
+    """Within this block, layers built by this package that have a C++
+    kernel use it when they are traced (if it builds here)."""
+    global _active
+    previous, _active = _active, use_kernels
+    try:
+        yield
+    finally:
+        _active = previous
+
+
+def active() -> bool:
+    """True inside `enabled(True)` when the kernels are built and loaded."""
+    return _active and library() is not None
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return next((line for line in cpuinfo if line.startswith("flags")), "")
+    except OSError:
+        return ""
+
+
+def _compile_command(source: str, output: str) -> list[str]:
+    # -march=native: this CPU's vector width. Eigen's headers in TF 2.21 do
+    # not compile with AVX512-FP16 enabled (GCC 12), and nothing here
+    # needs it.
+    arch = (
+        ["-march=native", "-mno-avx512fp16"]
+        if platform.machine() in ("x86_64", "AMD64")
+        else []
+    )
+    return [
+        os.environ.get("CXX", "g++"),
+        "-shared",
+        "-fPIC",
+        "-O3",
+        "-fopenmp-simd",
+        "-w",
+        *arch,
+        source,
+        "-o",
+        output,
+        *tf.sysconfig.get_compile_flags(),
+        *tf.sysconfig.get_link_flags(),
+    ]
+
+
+def cache_path() -> pathlib.Path:
+    """Where this machine's build of the kernels is (or will be) cached."""
+    key = hashlib.sha256()
+    key.update(_SOURCE.read_bytes())
+    key.update(tf.__version__.encode())
+    key.update(" ".join(_compile_command("SOURCE", "OUTPUT")).encode())
+    key.update(_cpu_flags().encode())
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return pathlib.Path(root, "t2t_repro", f"kernels-{key.hexdigest()[:16]}.so")
+
+
+def _build(target: pathlib.Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Built beside the target and renamed: processes building at once
+    # (workers of one host, test runners) never load a partial file.
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        output = os.path.join(scratch, target.name)
+        command = _compile_command(str(_SOURCE), output)
+        if shutil.which(command[0]) is None:
+            raise OSError(f"no C++ compiler {command[0]!r} on PATH (set CXX)")
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if result.returncode:
+            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise OSError(f"{command[0]} exited {result.returncode}: {last}")
+        os.replace(output, target)
+
+
+@functools.cache
+def library():
+    """The loaded op library, built first if this machine has no cached
+    build; None (logged once, with the reason) where it cannot be."""
+    target = cache_path()
+    try:
+        if not target.exists():
+            started = time.monotonic()
+            _build(target)
+            logging.info(
+                "built the LayerNorm training kernel in %.0f s: %s",
+                time.monotonic() - started,
+                target,
+            )
+        return tf.load_op_library(str(target))
+    except (OSError, subprocess.SubprocessError, tf.errors.NotFoundError) as error:
+        logging.warning(
+            "LayerNorm trains with TensorFlow ops, not its C++ kernel, "
+            "which could not be built here (%s); --layer_norm_kernel=tf "
+            "skips the attempt",
+            error,
+        )
+        return None
+
+
+def layer_norm(x, gamma, beta, epsilon):
+    """LayerNorm of x `[..., width]` (float32 or bfloat16) over its last
+    axis with float32 `gamma`, `beta` `[width]`: one C++ pass forward and
+    one backward, float32 statistics; y in x's dtype. The same function
+    as `t2t_repro.layers.layer_normalization.layer_norm`; needs
+    `library()`."""
+    ops = library()
+
+    @tf.custom_gradient
+    def forward(x, gamma, beta):
+        y, mean, rstd = ops.t2t_layer_norm(x, gamma, beta, epsilon=epsilon)
+
+        def backward(dy):
+            return ops.t2t_layer_norm_grad(tf.cast(dy, x.dtype), x, gamma, mean, rstd)
+
+        return y, backward
+
+    return forward(x, gamma, beta)

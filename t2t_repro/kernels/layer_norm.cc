@@ -1,0 +1,281 @@
+// LayerNorm over the last axis as two CPU kernels (forward, backward), each
+// one pass over its rows: the same float32 arithmetic as
+// t2t_repro/layers/layer_normalization.py's TensorFlow ops, which read and
+// write the activations once per op (about a dozen ops each way). Rows are
+// split across TensorFlow's intra-op threads; bfloat16 activations are
+// widened to float32 per row, so statistics and sums are float32.
+//
+// Built on first use by t2t_repro/kernels/__init__.py against the installed
+// TensorFlow's headers.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/platform/threadpool.h"
+
+namespace t2t_repro {
+namespace {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::bfloat16;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+// Widening and rounding of one row. bfloat16 is the top half of a float32;
+// rounding to nearest even as Eigen's conversion does (NaN stays NaN).
+inline void ToFloat(const float* in, float* out, int64_t n) {
+  std::memcpy(out, in, n * sizeof(float));
+}
+inline void ToFloat(const bfloat16* in, float* out, int64_t n) {
+  const uint16_t* bits = reinterpret_cast<const uint16_t*>(in);
+  uint32_t* wide = reinterpret_cast<uint32_t*>(out);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) wide[i] = static_cast<uint32_t>(bits[i]) << 16;
+}
+inline void FromFloat(const float* in, float* out, int64_t n) {
+  std::memcpy(out, in, n * sizeof(float));
+}
+inline void FromFloat(const float* in, bfloat16* out, int64_t n) {
+  const uint32_t* wide = reinterpret_cast<const uint32_t*>(in);
+  uint16_t* bits = reinterpret_cast<uint16_t*>(out);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t w = wide[i];
+    const bool nan = (w & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = w + 0x7fffu + ((w >> 16) & 1u);
+    bits[i] = nan ? static_cast<uint16_t>((w >> 16) | 0x40u)
+                  : static_cast<uint16_t>(rounded >> 16);
+  }
+}
+
+// Rows per task handed to the thread pool; each task owns one scratch row
+// (and, backward, one partial sum of the weight gradients).
+int64_t NumTasks(OpKernelContext* context, int64_t rows) {
+  const int threads =
+      context->device()->tensorflow_cpu_worker_threads()->num_threads;
+  return std::max<int64_t>(1, std::min<int64_t>(rows, 4 * threads));
+}
+
+void ForEachTask(OpKernelContext* context, int64_t tasks, int64_t cost,
+                 const std::function<void(int64_t)>& work) {
+  context->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+      tasks, cost, [&](int64_t begin, int64_t end) {
+        for (int64_t task = begin; task < end; ++task) work(task);
+      });
+}
+
+Status LastAxisShape(InferenceContext* c) {
+  ShapeHandle x;
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &x));
+  ShapeHandle rows;
+  TF_RETURN_IF_ERROR(c->Subshape(x, 0, -1, &rows));
+  c->set_output(0, x);
+  c->set_output(1, rows);
+  c->set_output(2, rows);
+  return Status();
+}
+
+template <typename T>
+class LayerNormOp : public OpKernel {
+ public:
+  explicit LayerNormOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("epsilon", &epsilon_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& x = context->input(0);
+    const Tensor& gamma = context->input(1);
+    const Tensor& beta = context->input(2);
+    OP_REQUIRES(context, x.dims() >= 1,
+                tensorflow::errors::InvalidArgument("x must have a last axis"));
+    const int64_t width = x.dim_size(x.dims() - 1);
+    OP_REQUIRES(context,
+                gamma.NumElements() == width && beta.NumElements() == width,
+                tensorflow::errors::InvalidArgument(
+                    "gamma and beta must have x's last dimension, ", width));
+    TensorShape rows_shape = x.shape();
+    rows_shape.RemoveLastDims(1);
+    Tensor *y, *mean, *rstd;
+    OP_REQUIRES_OK(context, context->allocate_output(0, x.shape(), &y));
+    OP_REQUIRES_OK(context, context->allocate_output(1, rows_shape, &mean));
+    OP_REQUIRES_OK(context, context->allocate_output(2, rows_shape, &rstd));
+    const int64_t rows = rows_shape.num_elements();
+    if (rows == 0 || width == 0) return;
+
+    const T* x_data = x.flat<T>().data();
+    const float* g = gamma.flat<float>().data();
+    const float* b = beta.flat<float>().data();
+    T* y_data = y->flat<T>().data();
+    float* mean_data = mean->flat<float>().data();
+    float* rstd_data = rstd->flat<float>().data();
+    const float epsilon = epsilon_;
+    const int64_t tasks = NumTasks(context, rows);
+
+    ForEachTask(context, tasks, 8 * width * rows / tasks, [&](int64_t task) {
+      std::vector<float> row(width);
+      float* r = row.data();
+      for (int64_t i = task * rows / tasks; i < (task + 1) * rows / tasks;
+           ++i) {
+        ToFloat(x_data + i * width, r, width);
+        float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < width; ++j) sum += r[j];
+        const float mu = sum / width;
+        float squares = 0.f;
+#pragma omp simd reduction(+ : squares)
+        for (int64_t j = 0; j < width; ++j) {
+          const float d = r[j] - mu;
+          squares += d * d;
+        }
+        const float s = 1.f / std::sqrt(squares / width + epsilon);
+#pragma omp simd
+        for (int64_t j = 0; j < width; ++j) r[j] = (r[j] - mu) * s * g[j] + b[j];
+        FromFloat(r, y_data + i * width, width);
+        mean_data[i] = mu;
+        rstd_data[i] = s;
+      }
+    });
+  }
+
+ private:
+  float epsilon_;
+};
+
+template <typename T>
+class LayerNormGradOp : public OpKernel {
+ public:
+  explicit LayerNormGradOp(OpKernelConstruction* context)
+      : OpKernel(context) {}
+
+  void Compute(OpKernelContext* context) override {
+    const Tensor& dy = context->input(0);
+    const Tensor& x = context->input(1);
+    const Tensor& gamma = context->input(2);
+    const Tensor& mean = context->input(3);
+    const Tensor& rstd = context->input(4);
+    OP_REQUIRES(context, dy.shape() == x.shape(),
+                tensorflow::errors::InvalidArgument("dy and x differ in shape"));
+    const int64_t width = x.dims() ? x.dim_size(x.dims() - 1) : 0;
+    const int64_t rows = mean.NumElements();
+    OP_REQUIRES(context,
+                gamma.NumElements() == width && rstd.NumElements() == rows &&
+                    rows * width == x.NumElements(),
+                tensorflow::errors::InvalidArgument(
+                    "gamma, mean and rstd do not match x's shape"));
+    Tensor *dx, *dgamma, *dbeta;
+    OP_REQUIRES_OK(context, context->allocate_output(0, x.shape(), &dx));
+    OP_REQUIRES_OK(context, context->allocate_output(1, gamma.shape(), &dgamma));
+    OP_REQUIRES_OK(context, context->allocate_output(2, gamma.shape(), &dbeta));
+    float* dgamma_data = dgamma->flat<float>().data();
+    float* dbeta_data = dbeta->flat<float>().data();
+    std::fill(dgamma_data, dgamma_data + width, 0.f);
+    std::fill(dbeta_data, dbeta_data + width, 0.f);
+    if (rows == 0 || width == 0) return;
+
+    const T* dy_data = dy.flat<T>().data();
+    const T* x_data = x.flat<T>().data();
+    const float* g = gamma.flat<float>().data();
+    const float* mean_data = mean.flat<float>().data();
+    const float* rstd_data = rstd.flat<float>().data();
+    T* dx_data = dx->flat<T>().data();
+    const int64_t tasks = NumTasks(context, rows);
+    // Each task's sums of dy * x_hat and dy, added up after the tasks.
+    std::vector<float> partial(2 * tasks * width, 0.f);
+
+    ForEachTask(context, tasks, 12 * width * rows / tasks, [&](int64_t task) {
+      std::vector<float> scratch(2 * width);
+      float* d = scratch.data();
+      float* h = d + width;
+      float* dgamma_sum = partial.data() + 2 * task * width;
+      float* dbeta_sum = dgamma_sum + width;
+      for (int64_t i = task * rows / tasks; i < (task + 1) * rows / tasks;
+           ++i) {
+        ToFloat(dy_data + i * width, d, width);
+        ToFloat(x_data + i * width, h, width);
+        const float mu = mean_data[i];
+        const float s = rstd_data[i];
+        float g_sum = 0.f, gh_sum = 0.f;
+#pragma omp simd reduction(+ : g_sum, gh_sum)
+        for (int64_t j = 0; j < width; ++j) {
+          const float x_hat = (h[j] - mu) * s;
+          h[j] = x_hat;
+          dgamma_sum[j] += d[j] * x_hat;
+          dbeta_sum[j] += d[j];
+          const float gj = d[j] * g[j];
+          d[j] = gj;
+          g_sum += gj;
+          gh_sum += gj * x_hat;
+        }
+        const float g_mean = g_sum / width;
+        const float gh_mean = gh_sum / width;
+#pragma omp simd
+        for (int64_t j = 0; j < width; ++j)
+          d[j] = s * (d[j] - g_mean - h[j] * gh_mean);
+        FromFloat(d, dx_data + i * width, width);
+      }
+    });
+    for (int64_t task = 0; task < tasks; ++task) {
+      const float* dgamma_sum = partial.data() + 2 * task * width;
+      const float* dbeta_sum = dgamma_sum + width;
+      for (int64_t j = 0; j < width; ++j) {
+        dgamma_data[j] += dgamma_sum[j];
+        dbeta_data[j] += dbeta_sum[j];
+      }
+    }
+  }
+};
+
+}  // namespace
+
+REGISTER_OP("T2tLayerNorm")
+    .Input("x: T")
+    .Input("gamma: float")
+    .Input("beta: float")
+    .Output("y: T")
+    .Output("mean: float")
+    .Output("rstd: float")
+    .Attr("T: {float, bfloat16}")
+    .Attr("epsilon: float")
+    .SetShapeFn(LastAxisShape);
+
+REGISTER_OP("T2tLayerNormGrad")
+    .Input("dy: T")
+    .Input("x: T")
+    .Input("gamma: float")
+    .Input("mean: float")
+    .Input("rstd: float")
+    .Output("dx: T")
+    .Output("dgamma: float")
+    .Output("dbeta: float")
+    .Attr("T: {float, bfloat16}")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->input(1));
+      c->set_output(1, c->input(2));
+      c->set_output(2, c->input(2));
+      return Status();
+    });
+
+#define T2T_REGISTER(T)                                                     \
+  REGISTER_KERNEL_BUILDER(                                                  \
+      Name("T2tLayerNorm").Device(DEVICE_CPU).TypeConstraint<T>("T"),       \
+      LayerNormOp<T>);                                                      \
+  REGISTER_KERNEL_BUILDER(                                                  \
+      Name("T2tLayerNormGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),   \
+      LayerNormGradOp<T>);
+T2T_REGISTER(float)
+T2T_REGISTER(bfloat16)
+#undef T2T_REGISTER
+
+}  // namespace t2t_repro
