@@ -125,13 +125,19 @@ def run_steps(steps, config, options, iterator, train_step):
     return time.perf_counter() - start, flops, real
 
 
+def split_entry(entry):
+    """(precision, layer_norm_kernel) of a `--precisions` entry."""
+    precision, _, layer_norm_kernel = entry.partition(":")
+    return precision, layer_norm_kernel or FLAGS.layer_norm_kernel
+
+
 def turn(entry, proto, pairs, model_dir, strategy):
     """(seconds, matmul FLOPs, real tokens) of `--bench_steps` steps of
     one `--precisions` entry after `--bench_warmup` untimed ones, on a new
     Trainer."""
     import tensorflow as tf
 
-    precision, _, layer_norm_kernel = entry.partition(":")
+    precision, layer_norm_kernel = split_entry(entry)
     rewrite = precision == _GRAPPLER_BF16
     # A process-wide option, read when a turn's new step is traced.
     tf.config.optimizer.set_experimental_options(
@@ -140,7 +146,7 @@ def turn(entry, proto, pairs, model_dir, strategy):
     try:
         step = compiled_step(
             "fp32" if rewrite else precision,
-            layer_norm_kernel or FLAGS.layer_norm_kernel,
+            layer_norm_kernel,
             proto,
             pairs,
             model_dir,
@@ -214,7 +220,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as directory:
         rows = bench(*multi30k_vocabulary_and_pairs(directory), directory)
     for row in rows:
-        bf16 = row["precision"].partition(":")[0] in ("bf16", _GRAPPLER_BF16)
+        bf16 = split_entry(row["precision"])[0] in ("bf16", _GRAPPLER_BF16)
         dtype = "bfloat16" if bf16 else "float32"
         ceiling = matmul_gflops(2048, dtype)
         row["matmul_ceiling_gflops"] = round(ceiling, 1)

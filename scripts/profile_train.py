@@ -82,7 +82,11 @@ def profile(precision, proto, pairs, directory, strategy):
     import tensorflow as tf
 
     step = bench_train.compiled_step(
-        precision, proto, pairs, os.path.join(directory, precision), strategy
+        *bench_train.split_entry(precision),
+        proto,
+        pairs,
+        os.path.join(directory, precision),
+        strategy,
     )
     bench_train.run_steps(FLAGS.bench_warmup, *step)
     logdir = os.path.join(FLAGS.logdir or directory, "profile", precision)
