@@ -2,18 +2,20 @@
 
 TensorFlow has no fused LayerNorm for training on CPU (oneDNN's is
 forward-only), and the closed-form one in `t2t_repro.layers` is a dozen
-TensorFlow ops each way, each a pass over the activations: in a bf16 step
-whose matmuls run on AMX, those passes cost more than the matmuls around
-them. `layer_norm.cc` does each direction in one pass. It is compiled with
-the system's C++ compiler against the installed TensorFlow's headers the
+TensorFlow ops each way, each a pass over the activations: in a bf16
+step whose matmuls run fast, those passes are a large part of the step.
+`layer_norm.cc` does each direction in one pass. It is compiled with the
+system's C++ compiler against the installed TensorFlow's headers the
 first time a training step asks for it, for this CPU (`-march=native`),
 and cached under `$XDG_CACHE_HOME/t2t_repro` (default `~/.cache`), keyed
-by the source, the TensorFlow version and the CPU's flags. Where it
-cannot be built (no compiler, a read-only cache) training logs why once
-and runs the TensorFlow ops: same weights, same checkpoints.
+by the source, the TensorFlow build, the compiler and the CPU's flags.
+Where it cannot be built (no compiler, a read-only cache) training logs
+why once per process and runs the TensorFlow ops: same weights, same
+checkpoints.
 
-Only the training step uses the kernel (inside `enabled(True)`): exports
-and decoders stay plain TensorFlow, which TF Serving and XLA can run.
+Only a training step on CPUs uses the kernel (inside `enabled(True)`):
+exports and decoders stay plain TensorFlow, which TF Serving and XLA can
+run, and GPUs keep TensorFlow's ops.
 
     with kernels.enabled(True):
         logits = model(batch, training=True)   # LayerNorm: the C++ kernel
@@ -37,6 +39,8 @@ _SOURCE = pathlib.Path(__file__).with_name("layer_norm.cc")
 # The dtypes layer_norm.cc registers; anything else (float16, float64)
 # runs the TensorFlow ops.
 KERNEL_DTYPES = (tf.float32, tf.bfloat16)
+# Process-wide, not per thread: MirroredStrategy traces each local
+# replica's step in a thread of its own.
 _active = False
 
 
@@ -90,12 +94,23 @@ def _compile_command(source: str, output: str) -> list[str]:
     ]
 
 
+def _compiler_version(compiler: str) -> str:
+    try:
+        return subprocess.run(
+            [compiler, "--version"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def cache_path() -> pathlib.Path:
     """Where this machine's build of the kernels is (or will be) cached."""
+    command = _compile_command("SOURCE", "OUTPUT")
     key = hashlib.sha256()
     key.update(_SOURCE.read_bytes())
-    key.update(tf.__version__.encode())
-    key.update(" ".join(_compile_command("SOURCE", "OUTPUT")).encode())
+    key.update(f"{tf.__version__} {tf.version.GIT_VERSION}".encode())
+    key.update(" ".join(command).encode())
+    key.update(_compiler_version(command[0]).encode())
     key.update(_cpu_flags().encode())
     root = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return pathlib.Path(root, "t2t_repro", f"kernels-{key.hexdigest()[:16]}.so")
@@ -112,31 +127,42 @@ def _build(target: pathlib.Path) -> None:
             raise OSError(f"no C++ compiler {command[0]!r} on PATH (set CXX)")
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if result.returncode:
-            last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise OSError(f"{command[0]} exited {result.returncode}: {last}")
+            lines = result.stderr.strip().splitlines() or ["no output"]
+            first_error = next((line for line in lines if "error" in line), lines[-1])
+            raise OSError(f"{command[0]} exited {result.returncode}: {first_error}")
         os.replace(output, target)
+
+
+def _build_and_load(target: pathlib.Path):
+    started = time.monotonic()
+    _build(target)
+    logging.info(
+        "built the LayerNorm training kernel in %.0f s: %s",
+        time.monotonic() - started,
+        target,
+    )
+    return tf.load_op_library(str(target))
 
 
 @functools.cache
 def library():
     """The loaded op library, built first if this machine has no cached
-    build; None (logged once, with the reason) where it cannot be."""
+    build (or a cached one that does not load); None, logged once per
+    process with the reason, where it cannot be built."""
     target = cache_path()
     try:
-        if not target.exists():
-            started = time.monotonic()
-            _build(target)
-            logging.info(
-                "built the LayerNorm training kernel in %.0f s: %s",
-                time.monotonic() - started,
-                target,
-            )
-        return tf.load_op_library(str(target))
-    except (OSError, subprocess.SubprocessError, tf.errors.NotFoundError) as error:
+        if target.exists():
+            try:
+                return tf.load_op_library(str(target))
+            except tf.errors.OpError as error:
+                logging.warning("rebuilding %s, which did not load: %s", target, error)
+                target.unlink(missing_ok=True)
+        return _build_and_load(target)
+    except (OSError, subprocess.SubprocessError, tf.errors.OpError) as error:
         logging.warning(
             "LayerNorm trains with TensorFlow ops, not its C++ kernel, "
-            "which could not be built here (%s); --layer_norm_kernel=tf "
-            "skips the attempt",
+            "which could not be built and loaded here (%s); "
+            "--layer_norm_kernel=tf skips the attempt",
             error,
         )
         return None

@@ -1,9 +1,12 @@
 // LayerNorm over the last axis as two CPU kernels (forward, backward), each
 // one pass over its rows: the same float32 arithmetic as
 // t2t_repro/layers/layer_normalization.py's TensorFlow ops, which read and
-// write the activations once per op (about a dozen ops each way). Rows are
-// split across TensorFlow's intra-op threads; bfloat16 activations are
-// widened to float32 per row, so statistics and sums are float32.
+// write the activations once per op (about a dozen ops each way). Blocks
+// of rows are spread over TensorFlow's intra-op threads; bfloat16
+// activations are widened to float32 per row, so statistics and sums are
+// float32. The blocks depend on the row count only and their partial
+// weight gradients are added in block order, so results do not depend on
+// the thread count or on scheduling.
 //
 // Built on first use by t2t_repro/kernels/__init__.py against the installed
 // TensorFlow's headers.
@@ -12,6 +15,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"
@@ -62,11 +67,9 @@ inline void FromFloat(const float* in, bfloat16* out, int64_t n) {
 
 // Rows per task handed to the thread pool; each task owns one scratch row
 // (and, backward, one partial sum of the weight gradients).
-int64_t NumTasks(OpKernelContext* context, int64_t rows) {
-  const int threads =
-      context->device()->tensorflow_cpu_worker_threads()->num_threads;
-  return std::max<int64_t>(1, std::min<int64_t>(rows, 4 * threads));
-}
+constexpr int64_t kBlockRows = 32;
+
+int64_t NumTasks(int64_t rows) { return (rows + kBlockRows - 1) / kBlockRows; }
 
 void ForEachTask(OpKernelContext* context, int64_t tasks, int64_t cost,
                  const std::function<void(int64_t)>& work) {
@@ -112,6 +115,10 @@ class LayerNormOp : public OpKernel {
     OP_REQUIRES_OK(context, context->allocate_output(1, rows_shape, &mean));
     OP_REQUIRES_OK(context, context->allocate_output(2, rows_shape, &rstd));
     const int64_t rows = rows_shape.num_elements();
+    if (width == 0) {  // the statistics of an empty row, as NumPy's
+      mean->flat<float>().setConstant(std::numeric_limits<float>::quiet_NaN());
+      rstd->flat<float>().setConstant(std::numeric_limits<float>::quiet_NaN());
+    }
     if (rows == 0 || width == 0) return;
 
     const T* x_data = x.flat<T>().data();
@@ -121,13 +128,13 @@ class LayerNormOp : public OpKernel {
     float* mean_data = mean->flat<float>().data();
     float* rstd_data = rstd->flat<float>().data();
     const float epsilon = epsilon_;
-    const int64_t tasks = NumTasks(context, rows);
+    const int64_t tasks = NumTasks(rows);
 
-    ForEachTask(context, tasks, 8 * width * rows / tasks, [&](int64_t task) {
+    ForEachTask(context, tasks, 8 * width * kBlockRows, [&](int64_t task) {
       std::vector<float> row(width);
       float* r = row.data();
-      for (int64_t i = task * rows / tasks; i < (task + 1) * rows / tasks;
-           ++i) {
+      const int64_t end = std::min(rows, (task + 1) * kBlockRows);
+      for (int64_t i = task * kBlockRows; i < end; ++i) {
         ToFloat(x_data + i * width, r, width);
         float sum = 0.f;
 #pragma omp simd reduction(+ : sum)
@@ -190,18 +197,18 @@ class LayerNormGradOp : public OpKernel {
     const float* mean_data = mean.flat<float>().data();
     const float* rstd_data = rstd.flat<float>().data();
     T* dx_data = dx->flat<T>().data();
-    const int64_t tasks = NumTasks(context, rows);
+    const int64_t tasks = NumTasks(rows);
     // Each task's sums of dy * x_hat and dy, added up after the tasks.
     std::vector<float> partial(2 * tasks * width, 0.f);
 
-    ForEachTask(context, tasks, 12 * width * rows / tasks, [&](int64_t task) {
+    ForEachTask(context, tasks, 12 * width * kBlockRows, [&](int64_t task) {
       std::vector<float> scratch(2 * width);
       float* d = scratch.data();
       float* h = d + width;
       float* dgamma_sum = partial.data() + 2 * task * width;
       float* dbeta_sum = dgamma_sum + width;
-      for (int64_t i = task * rows / tasks; i < (task + 1) * rows / tasks;
-           ++i) {
+      const int64_t end = std::min(rows, (task + 1) * kBlockRows);
+      for (int64_t i = task * kBlockRows; i < end; ++i) {
         ToFloat(dy_data + i * width, d, width);
         ToFloat(x_data + i * width, h, width);
         const float mu = mean_data[i];

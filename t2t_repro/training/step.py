@@ -84,9 +84,14 @@ class TrainStep:
 
     def _micro_batch_gradients(self, source, target_input, target_output):
         variables = self.model.trainable_variables
-        # XLA cannot compile the C++ kernels.
+        # The C++ kernels are CPU kernels, which XLA cannot compile.
         use_kernels = (
-            self.options.layer_norm_kernel == "auto" and not self.options.jit_compile
+            self.options.layer_norm_kernel == "auto"
+            and not self.options.jit_compile
+            and all(
+                tf.DeviceSpec.from_string(device).device_type == "CPU"
+                for device in self.strategy.extended.worker_devices
+            )
         )
         with tf.GradientTape() as tape, kernels.enabled(use_kernels):
             logits = self.model(

@@ -86,6 +86,7 @@ def test_layer_norm_kernel_step_matches_tensorflow_ops(
         )
 
 
+# fp16 is emulated on CPU (18 s): slow.
 @pytest.mark.parametrize(
     "precision", ["bf16", pytest.param("fp16", marks=pytest.mark.slow)]
 )
