@@ -64,7 +64,7 @@ flags.DEFINE_list(
     "Precisions to compare: --mixed_precision values, or grappler_bf16 (a "
     "float32 model that Grappler's oneDNN auto mixed precision rewrites to "
     "bf16, the way Intel's TensorFlow guides suggest); each optionally "
-    "with :LAYER_NORM_KERNEL, a --layer_norm_kernel value for that entry "
+    "with :CPU_KERNELS, a --cpu_kernels value for that entry "
     "(bf16:tf).",
 )
 flags.DEFINE_integer("bench_warmup", 5, "Untimed steps of each turn.")
@@ -91,9 +91,9 @@ def step_flops(config, batch, source_length, target_length):
     return 3 * batch * (encoder + decoder + projection)
 
 
-def compiled_step(precision, layer_norm_kernel, proto, pairs, model_dir, strategy):
+def compiled_step(precision, cpu_kernels, proto, pairs, model_dir, strategy):
     """(config, options, input iterator, compiled training step) of a new
-    Trainer on `pairs` in `precision` with `layer_norm_kernel`, with the
+    Trainer on `pairs` in `precision` with `cpu_kernels`, with the
     flagfile's model and batch size."""
     from t2t_repro.data import vocabulary
     from t2t_repro.training.prepare import prepare_run
@@ -102,7 +102,7 @@ def compiled_step(precision, layer_norm_kernel, proto, pairs, model_dir, strateg
         TrainingOptions,
         model_dir=model_dir,
         mixed_precision=precision,
-        layer_norm_kernel=layer_norm_kernel,
+        cpu_kernels=cpu_kernels,
     )
     config = model_config_from_flags(vocabulary.vocab_size_of(proto))
     trainer = prepare_run(config, options, strategy, proto, pairs)
@@ -126,9 +126,9 @@ def run_steps(steps, config, options, iterator, train_step):
 
 
 def split_entry(entry):
-    """(precision, layer_norm_kernel) of a `--precisions` entry."""
-    precision, _, layer_norm_kernel = entry.partition(":")
-    return precision, layer_norm_kernel or FLAGS.layer_norm_kernel
+    """(precision, cpu_kernels) of a `--precisions` entry."""
+    precision, _, cpu_kernels = entry.partition(":")
+    return precision, cpu_kernels or FLAGS.cpu_kernels
 
 
 def turn(entry, proto, pairs, model_dir, strategy):
@@ -137,7 +137,7 @@ def turn(entry, proto, pairs, model_dir, strategy):
     Trainer."""
     import tensorflow as tf
 
-    precision, layer_norm_kernel = split_entry(entry)
+    precision, cpu_kernels = split_entry(entry)
     rewrite = precision == _GRAPPLER_BF16
     # A process-wide option, read when a turn's new step is traced.
     tf.config.optimizer.set_experimental_options(
@@ -146,7 +146,7 @@ def turn(entry, proto, pairs, model_dir, strategy):
     try:
         step = compiled_step(
             "fp32" if rewrite else precision,
-            layer_norm_kernel,
+            cpu_kernels,
             proto,
             pairs,
             model_dir,

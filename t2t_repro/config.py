@@ -339,13 +339,14 @@ class TrainingOptions(Settings):
         lower_bound=1,
     )
     jit_compile: bool = setting(False, "XLA-compile the training step.")
-    layer_norm_kernel: str = setting(
+    cpu_kernels: str = setting(
         "auto",
-        "LayerNorm in the training step: auto = a C++ kernel (one pass "
-        "over the activations each way) built on first use with the "
-        "system's C++ compiler against the installed TensorFlow, TensorFlow "
-        "ops where it cannot be built or with --jit_compile; tf = "
-        "TensorFlow ops. The same function either way.",
+        "LayerNorm and the loss of a training step on CPUs: auto = C++ "
+        "kernels (one pass over the activations each way) built on first "
+        "use with the system's C++ compiler against the installed "
+        "TensorFlow, TensorFlow ops where they cannot be built, on GPUs "
+        "or with --jit_compile; tf = TensorFlow ops (the loss XLA-"
+        "compiled). The same functions either way.",
         choices=("auto", "tf"),
     )
     mixed_precision: str = setting(

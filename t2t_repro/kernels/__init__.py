@@ -1,24 +1,27 @@
 """C++ CPU kernels for the training step, built on first use.
 
-TensorFlow has no fused LayerNorm for training on CPU (oneDNN's is
-forward-only), and the closed-form one in `t2t_repro.layers` is a dozen
-TensorFlow ops each way, each a pass over the activations: in a bf16
-step whose matmuls run fast, those passes are a large part of the step.
-`layer_norm.cc` does each direction in one pass. It is compiled with the
-system's C++ compiler against the installed TensorFlow's headers the
-first time a training step asks for it, for this CPU (`-march=native`),
-and cached under `$XDG_CACHE_HOME/t2t_repro` (default `~/.cache`), keyed
-by the source, the TensorFlow build, the compiler and the CPU's flags.
-Where it cannot be built (no compiler, a read-only cache) training logs
-why once per process and runs the TensorFlow ops: same weights, same
-checkpoints.
+Two parts of a training step are many small passes over large tensors
+in TensorFlow: LayerNorm (TensorFlow has no fused one for training on
+CPU; the closed-form one in `t2t_repro.layers` is a dozen ops each way)
+and the label-smoothed loss over the `[tokens, vocab]` logits (XLA
+compiles it, once per batch shape). In a bf16 step whose matmuls run
+fast, they are a large part of the step. `layer_norm.cc` and
+`cross_entropy.cc` do each direction in one pass per row.
 
-Only a training step on CPUs uses the kernel (inside `enabled(True)`):
-exports and decoders stay plain TensorFlow, which TF Serving and XLA can
-run, and GPUs keep TensorFlow's ops.
+They are compiled with the system's C++ compiler against the installed
+TensorFlow's headers the first time a training step asks for them, for
+this CPU (`-march=native`), and cached under `$XDG_CACHE_HOME/t2t_repro`
+(default `~/.cache`), keyed by the sources, the TensorFlow build, the
+compiler and the CPU's flags. Where they cannot be built (no compiler, a
+read-only cache) training logs why once per process and runs the
+TensorFlow ops: the same functions, the same checkpoints.
+
+Only a training step on CPUs uses them (inside `enabled(True)`): exports
+and decoders stay plain TensorFlow, which TF Serving and XLA can run,
+and GPUs keep TensorFlow's ops.
 
     with kernels.enabled(True):
-        logits = model(batch, training=True)   # LayerNorm: the C++ kernel
+        logits = model(batch, training=True)   # LayerNorm: a C++ kernel
 """
 
 import contextlib
@@ -35,7 +38,9 @@ import time
 import tensorflow as tf
 from absl import logging
 
-_SOURCE = pathlib.Path(__file__).with_name("layer_norm.cc")
+_DIRECTORY = pathlib.Path(__file__).parent
+_SOURCES = [_DIRECTORY / name for name in ("layer_norm.cc", "cross_entropy.cc")]
+_HEADERS = [_DIRECTORY / "row_kernels.h"]
 # The dtypes layer_norm.cc registers; anything else (float16, float64)
 # runs the TensorFlow ops.
 KERNEL_DTYPES = (tf.float32, tf.bfloat16)
@@ -69,7 +74,7 @@ def _cpu_flags() -> str:
         return ""
 
 
-def _compile_command(source: str, output: str) -> list[str]:
+def _compile_command(sources: list[str], output: str) -> list[str]:
     # -march=native: this CPU's vector width. Eigen's headers in TF 2.21 do
     # not compile with AVX512-FP16 enabled (GCC 12), and nothing here
     # needs it.
@@ -86,7 +91,7 @@ def _compile_command(source: str, output: str) -> list[str]:
         "-fopenmp-simd",
         "-w",
         *arch,
-        source,
+        *sources,
         "-o",
         output,
         *tf.sysconfig.get_compile_flags(),
@@ -105,9 +110,10 @@ def _compiler_version(compiler: str) -> str:
 
 def cache_path() -> pathlib.Path:
     """Where this machine's build of the kernels is (or will be) cached."""
-    command = _compile_command("SOURCE", "OUTPUT")
+    command = _compile_command(["SOURCES"], "OUTPUT")
     key = hashlib.sha256()
-    key.update(_SOURCE.read_bytes())
+    for path in _SOURCES + _HEADERS:
+        key.update(path.read_bytes())
     key.update(f"{tf.__version__} {tf.version.GIT_VERSION}".encode())
     key.update(" ".join(command).encode())
     key.update(_compiler_version(command[0]).encode())
@@ -122,7 +128,7 @@ def _build(target: pathlib.Path) -> None:
     # (workers of one host, test runners) never load a partial file.
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         output = os.path.join(scratch, target.name)
-        command = _compile_command(str(_SOURCE), output)
+        command = _compile_command([str(path) for path in _SOURCES], output)
         if shutil.which(command[0]) is None:
             raise OSError(f"no C++ compiler {command[0]!r} on PATH (set CXX)")
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)
@@ -137,7 +143,7 @@ def _build_and_load(target: pathlib.Path):
     started = time.monotonic()
     _build(target)
     logging.info(
-        "LayerNorm trains with its C++ kernel, built in %.0f s: %s",
+        "training with C++ kernels for LayerNorm and the loss, built in %.0f s: %s",
         time.monotonic() - started,
         target,
     )
@@ -154,7 +160,9 @@ def library():
         if target.exists():
             try:
                 loaded = tf.load_op_library(str(target))
-                logging.info("LayerNorm trains with its C++ kernel: %s", target)
+                logging.info(
+                    "training with C++ kernels for LayerNorm and the loss: %s", target
+                )
                 return loaded
             except tf.errors.OpError as error:
                 logging.warning("rebuilding %s, which did not load: %s", target, error)
@@ -162,9 +170,9 @@ def library():
         return _build_and_load(target)
     except (OSError, subprocess.SubprocessError, tf.errors.OpError) as error:
         logging.warning(
-            "LayerNorm trains with TensorFlow ops, not its C++ kernel, "
-            "which could not be built and loaded here (%s); "
-            "--layer_norm_kernel=tf skips the attempt",
+            "LayerNorm and the loss train with TensorFlow ops, not C++ "
+            "kernels, which could not be built and loaded here (%s); "
+            "--cpu_kernels=tf skips the attempt",
             error,
         )
         return None
@@ -188,3 +196,28 @@ def layer_norm(x, gamma, beta, epsilon):
         return y, backward
 
     return forward(x, gamma, beta)
+
+
+def smoothed_cross_entropy(labels, logits, smoothing):
+    """(per-position label-smoothed cross-entropy, float32; whether the
+    argmax is the label) of logits `[..., vocab]` (float32 or bfloat16)
+    and int32 labels `[...]`: one C++ pass per row forward and one
+    backward (to the logits, in their dtype). The same function as
+    `t2t_repro.training.losses`' XLA-compiled one; needs `library()`."""
+    ops = library()
+    smoothing = tf.cast(smoothing, tf.float32)
+
+    @tf.custom_gradient
+    def forward(logits):
+        loss, hit, log_partition = ops.t2t_smoothed_cross_entropy(
+            logits, labels, smoothing
+        )
+
+        def backward(dloss, unused_dhit):
+            return ops.t2t_smoothed_cross_entropy_grad(
+                dloss, logits, labels, log_partition, smoothing
+            )
+
+        return (loss, hit), backward
+
+    return forward(logits)

@@ -23,6 +23,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/platform/threadpool.h"
+#include "row_kernels.h"
 
 namespace t2t_repro {
 namespace {
@@ -34,36 +35,8 @@ using ::tensorflow::OpKernelContext;
 using ::tensorflow::Status;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-using ::tensorflow::bfloat16;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
-
-// Widening and rounding of one row. bfloat16 is the top half of a float32;
-// rounding to nearest even as Eigen's conversion does (NaN stays NaN).
-inline void ToFloat(const float* in, float* out, int64_t n) {
-  std::memcpy(out, in, n * sizeof(float));
-}
-inline void ToFloat(const bfloat16* in, float* out, int64_t n) {
-  const uint16_t* bits = reinterpret_cast<const uint16_t*>(in);
-  uint32_t* wide = reinterpret_cast<uint32_t*>(out);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) wide[i] = static_cast<uint32_t>(bits[i]) << 16;
-}
-inline void FromFloat(const float* in, float* out, int64_t n) {
-  std::memcpy(out, in, n * sizeof(float));
-}
-inline void FromFloat(const float* in, bfloat16* out, int64_t n) {
-  const uint32_t* wide = reinterpret_cast<const uint32_t*>(in);
-  uint16_t* bits = reinterpret_cast<uint16_t*>(out);
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t w = wide[i];
-    const bool nan = (w & 0x7fffffffu) > 0x7f800000u;
-    const uint32_t rounded = w + 0x7fffu + ((w >> 16) & 1u);
-    bits[i] = nan ? static_cast<uint16_t>((w >> 16) | 0x40u)
-                  : static_cast<uint16_t>(rounded >> 16);
-  }
-}
 
 // Rows per task handed to the thread pool; each task owns one scratch row
 // (and, backward, one partial sum of the weight gradients).
@@ -73,10 +46,9 @@ int64_t NumTasks(int64_t rows) { return (rows + kBlockRows - 1) / kBlockRows; }
 
 void ForEachTask(OpKernelContext* context, int64_t tasks, int64_t cost,
                  const std::function<void(int64_t)>& work) {
-  context->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-      tasks, cost, [&](int64_t begin, int64_t end) {
-        for (int64_t task = begin; task < end; ++task) work(task);
-      });
+  ForEachBlock(context, tasks, cost, [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) work(task);
+  });
 }
 
 Status LastAxisShape(InferenceContext* c) {
@@ -282,7 +254,7 @@ REGISTER_OP("T2tLayerNormGrad")
       Name("T2tLayerNormGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),   \
       LayerNormGradOp<T>);
 T2T_REGISTER(float)
-T2T_REGISTER(bfloat16)
+T2T_REGISTER(::tensorflow::bfloat16)
 #undef T2T_REGISTER
 
 }  // namespace t2t_repro

@@ -5,6 +5,7 @@ sums the Trainer accumulates, and the same loss as a Keras loss object for
 import keras
 import tensorflow as tf
 
+from t2t_repro import kernels
 from t2t_repro.config import PAD_ID, TrainingOptions
 
 
@@ -53,9 +54,16 @@ def smoothed_cross_entropy_stats(labels, logits, smoothing):
 
     Returns:
         (loss_sum, token_count, correct_count), float32 scalars; a token
-        is correct when the argmax of its logits is the label.
+        is correct when the argmax of its logits is the label. Inside
+        `t2t_repro.kernels.enabled(True)` (the training step) one C++
+        kernel each way computes the same.
     """
-    loss, hit = _per_token_loss_and_hit(labels, logits, tf.cast(smoothing, tf.float32))
+    if logits.dtype in kernels.KERNEL_DTYPES and kernels.active():
+        loss, hit = kernels.smoothed_cross_entropy(labels, logits, smoothing)
+    else:
+        loss, hit = _per_token_loss_and_hit(
+            labels, logits, tf.cast(smoothing, tf.float32)
+        )
     weights = tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
     return (
         tf.reduce_sum(loss * weights),

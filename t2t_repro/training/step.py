@@ -30,7 +30,7 @@ class TrainStep:
     Args:
         options: the run's `TrainingOptions` (`accum_steps`,
             `label_smoothing`, `mixed_precision`, `jit_compile`,
-            `layer_norm_kernel`).
+            `cpu_kernels`).
         local_replicas: this worker's replicas; the step's batches are
             ordered micro-batch by micro-batch, each with one batch per
             local replica.
@@ -86,7 +86,7 @@ class TrainStep:
         variables = self.model.trainable_variables
         # The C++ kernels are CPU kernels, which XLA cannot compile.
         use_kernels = (
-            self.options.layer_norm_kernel == "auto"
+            self.options.cpu_kernels == "auto"
             and not self.options.jit_compile
             and all(
                 tf.DeviceSpec.from_string(device).device_type == "CPU"

@@ -50,17 +50,22 @@ def test_xla_and_bf16_steps_match_float32(tmp_path, precision, jit_compile, rtol
 
 
 @pytest.mark.parametrize("precision, rtol", [("fp32", 1e-6), ("bf16", 1e-3)])
-def test_layer_norm_kernel_step_matches_tensorflow_ops(
+def test_cpu_kernels_step_matches_tensorflow_ops(
     tmp_path, monkeypatch, precision, rtol
 ):
     traced = []
-    kernel = kernels.layer_norm
 
-    def counted(x, *args):
-        traced.append(x.dtype)
-        return kernel(x, *args)
+    def counting(name):
+        kernel = getattr(kernels, name)
 
-    monkeypatch.setattr(kernels, "layer_norm", counted)
+        def counted(*args):
+            traced.append(name)
+            return kernel(*args)
+
+        return counted
+
+    for name in ("layer_norm", "smoothed_cross_entropy"):
+        monkeypatch.setattr(kernels, name, counting(name))
     strategy = tf.distribute.MirroredStrategy()
     steps = {
         choice: one_step(
@@ -68,14 +73,15 @@ def test_layer_norm_kernel_step_matches_tensorflow_ops(
             str(tmp_path / choice),
             [global_batch()],
             mixed_precision=precision,
-            layer_norm_kernel=choice,
+            cpu_kernels=choice,
         )
         for choice in ("tf", "auto")
     }
-    # Every LayerNorm of the step: 2 per encoder layer, 3 per decoder layer.
-    assert traced == [{"fp32": tf.float32, "bf16": tf.bfloat16}[precision]] * (
+    # Every LayerNorm of the step (2 per encoder layer, 3 per decoder
+    # layer), then the loss.
+    assert traced == ["layer_norm"] * (
         2 * CONFIG.num_encoder_layers + 3 * CONFIG.num_decoder_layers
-    )
+    ) + ["smoothed_cross_entropy"]
     # The key bias's gradient is zero up to rounding (softmax ignores a
     # shift common to all keys): Adam's first update is +-lr on its noise.
     for key, value in steps["tf"].items():

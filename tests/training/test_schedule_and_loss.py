@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import numpy_reference as ref
+from t2t_repro import kernels
 from t2t_repro.training.losses import (
     LabelSmoothedCrossEntropy,
     evaluation_stats,
@@ -141,3 +142,53 @@ def test_correct_count_skips_padding():
     labels = tf.constant([[0, 2, 3, 4]])
     _, _, correct = smoothed_cross_entropy_stats(labels, logits, 0.1)
     assert float(correct) == 2.0
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_cpp_loss_kernel_matches_numpy_with_its_gradient(dtype):
+    rng = np.random.default_rng(3)
+    logits = (rng.normal(size=(3, 70, 37)) * 4).astype(np.float32)
+    logits = tf.cast(tf.cast(logits, dtype), tf.float32).numpy()  # as the kernel sees
+    labels = rng.integers(1, 37, size=(3, 70))
+    labels[1, 50:] = 0
+    logits[1, 50:] += 100.0  # padding: no loss, no gradient
+    logits[2, 7, :] = 0.0  # a tie everywhere: the first index (PAD's 0) wins
+    weights = (labels != 0).astype(np.float64)
+    with kernels.enabled(True):
+        assert kernels.active()
+        with tf.GradientTape() as tape:
+            inputs = tf.constant(logits, dtype)
+            tape.watch(inputs)
+            loss_sum, count, correct = smoothed_cross_entropy_stats(
+                tf.constant(labels, tf.int32), inputs, 0.1
+            )
+        gradient = tape.gradient(loss_sum, inputs)
+    assert gradient.dtype == dtype
+    assert float(count) == weights.sum()
+    np.testing.assert_allclose(
+        float(loss_sum),
+        weights.sum() * ref.smoothed_cross_entropy(labels, logits, 0.1),
+        rtol=1e-5,
+    )
+    assert float(correct) == ((logits.argmax(-1) == labels) * weights).sum()
+    z = logits.astype(np.float64)
+    softmax = np.exp(z - z.max(-1, keepdims=True))
+    softmax /= softmax.sum(-1, keepdims=True)
+    target = np.full(z.shape, 0.1 / 37)
+    np.put_along_axis(target, labels[..., None], 0.9 + 0.1 / 37, axis=-1)
+    want = (softmax - target) * weights[..., None]
+    # bf16 gradients are float32 ones rounded to nearest (2^-8 relative).
+    rtol = 2**-8 * 1.01 if dtype == tf.bfloat16 else 1e-5
+    np.testing.assert_allclose(
+        tf.cast(gradient, tf.float32).numpy(), want, rtol=rtol, atol=1e-6
+    )
+
+
+def test_cpp_loss_kernel_names_a_label_outside_the_vocabulary():
+    with (
+        kernels.enabled(True),
+        pytest.raises(
+            tf.errors.InvalidArgumentError, match="label 5 at row 1 is outside"
+        ),
+    ):
+        smoothed_cross_entropy_stats(tf.constant([[1, 5]]), tf.zeros([1, 2, 5]), 0.1)

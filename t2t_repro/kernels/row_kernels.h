@@ -1,0 +1,53 @@
+// What the row-by-row kernels of this directory share: float32 copies of
+// a row in and out of float32 or bfloat16 tensors, and a split of rows
+// over TensorFlow's intra-op threads.
+
+#ifndef T2T_REPRO_KERNELS_ROW_KERNELS_H_
+#define T2T_REPRO_KERNELS_ROW_KERNELS_H_
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace t2t_repro {
+
+// bfloat16 is the top half of a float32: widening is a shift; narrowing
+// rounds to nearest even, as Eigen's conversion does (NaN stays NaN).
+inline void ToFloat(const float* in, float* out, int64_t n) {
+  std::memcpy(out, in, n * sizeof(float));
+}
+inline void ToFloat(const tensorflow::bfloat16* in, float* out, int64_t n) {
+  const uint16_t* bits = reinterpret_cast<const uint16_t*>(in);
+  uint32_t* wide = reinterpret_cast<uint32_t*>(out);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) wide[i] = static_cast<uint32_t>(bits[i]) << 16;
+}
+inline void FromFloat(const float* in, float* out, int64_t n) {
+  std::memcpy(out, in, n * sizeof(float));
+}
+inline void FromFloat(const float* in, tensorflow::bfloat16* out, int64_t n) {
+  const uint32_t* wide = reinterpret_cast<const uint32_t*>(in);
+  uint16_t* bits = reinterpret_cast<uint16_t*>(out);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t w = wide[i];
+    const bool nan = (w & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = w + 0x7fffu + ((w >> 16) & 1u);
+    bits[i] = nan ? static_cast<uint16_t>((w >> 16) | 0x40u)
+                  : static_cast<uint16_t>(rounded >> 16);
+  }
+}
+
+// Calls work(begin, end) on ranges of [0, rows) on the intra-op threads.
+inline void ForEachBlock(tensorflow::OpKernelContext* context, int64_t rows,
+                         int64_t cost_per_row,
+                         const std::function<void(int64_t, int64_t)>& work) {
+  context->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
+      rows, cost_per_row, work);
+}
+
+}  // namespace t2t_repro
+
+#endif  // T2T_REPRO_KERNELS_ROW_KERNELS_H_
