@@ -205,6 +205,7 @@ def smoothed_cross_entropy(labels, logits, smoothing):
     backward (to the logits, in their dtype). The same function as
     `t2t_repro.training.losses`' XLA-compiled one; needs `library()`."""
     ops = library()
+    labels = tf.cast(labels, tf.int32)
     smoothing = tf.cast(smoothing, tf.float32)
 
     @tf.custom_gradient

@@ -33,19 +33,24 @@ using ::tensorflow::shape_inference::InferenceContext;
 
 using Row = Eigen::Map<Eigen::ArrayXf>;
 
-// Checks logits [..., V] against labels [...]; sets rows and vocab.
+// Checks logits [..., V] against labels [...] and a scalar smoothing; sets
+// rows and vocab.
 void CheckShapes(OpKernelContext* context, const Tensor& logits,
-                 const Tensor& labels, int64_t* rows, int64_t* vocab) {
-  OP_REQUIRES(context, logits.dims() >= 1,
-              tensorflow::errors::InvalidArgument("logits need a vocab axis"));
+                 const Tensor& labels, const Tensor& smoothing, int64_t* rows,
+                 int64_t* vocab) {
+  OP_REQUIRES(context, logits.dims() >= 1 && logits.dim_size(logits.dims() - 1) > 0,
+              tensorflow::errors::InvalidArgument(
+                  "logits need a non-empty vocabulary axis"));
+  tensorflow::TensorShape rows_shape = logits.shape();
+  rows_shape.RemoveLastDims(1);
+  OP_REQUIRES(context, labels.shape() == rows_shape,
+              tensorflow::errors::InvalidArgument(
+                  "labels of shape ", labels.shape().DebugString(),
+                  " for logits of shape ", logits.shape().DebugString()));
+  OP_REQUIRES(context, tensorflow::TensorShapeUtils::IsScalar(smoothing.shape()),
+              tensorflow::errors::InvalidArgument("smoothing must be a scalar"));
   *vocab = logits.dim_size(logits.dims() - 1);
   *rows = labels.NumElements();
-  OP_REQUIRES(context,
-              labels.dims() == logits.dims() - 1 &&
-                  *rows * *vocab == logits.NumElements() && *vocab > 0,
-              tensorflow::errors::InvalidArgument(
-                  "labels must have the shape of logits without its last "
-                  "axis, and the vocabulary must not be empty"));
 }
 
 void CheckLabels(OpKernelContext* context, const int32_t* labels,
@@ -67,10 +72,10 @@ class SmoothedCrossEntropyOp : public OpKernel {
   void Compute(OpKernelContext* context) override {
     const Tensor& logits = context->input(0);
     const Tensor& labels = context->input(1);
-    const float smoothing = context->input(2).scalar<float>()();
     int64_t rows, vocab;
-    CheckShapes(context, logits, labels, &rows, &vocab);
+    CheckShapes(context, logits, labels, context->input(2), &rows, &vocab);
     if (!context->status().ok()) return;
+    const float smoothing = context->input(2).scalar<float>()();
     const int32_t* label = labels.flat<int32_t>().data();
     CheckLabels(context, label, rows, vocab);
     if (!context->status().ok()) return;
@@ -112,10 +117,10 @@ class SmoothedCrossEntropyGradOp : public OpKernel {
     const Tensor& logits = context->input(1);
     const Tensor& labels = context->input(2);
     const Tensor& log_partition = context->input(3);
-    const float smoothing = context->input(4).scalar<float>()();
     int64_t rows, vocab;
-    CheckShapes(context, logits, labels, &rows, &vocab);
+    CheckShapes(context, logits, labels, context->input(4), &rows, &vocab);
     if (!context->status().ok()) return;
+    const float smoothing = context->input(4).scalar<float>()();
     OP_REQUIRES(context,
                 dloss.shape() == labels.shape() &&
                     log_partition.shape() == labels.shape(),

@@ -152,7 +152,11 @@ def test_cpp_loss_kernel_matches_numpy_with_its_gradient(dtype):
     labels = rng.integers(1, 37, size=(3, 70))
     labels[1, 50:] = 0
     logits[1, 50:] += 100.0  # padding: no loss, no gradient
-    logits[2, 7, :] = 0.0  # a tie everywhere: the first index (PAD's 0) wins
+    # Ties: the first maximum is the argmax, as tf.argmax's.
+    logits[2, 7, :], labels[2, 7] = 0.0, 3
+    logits[2, 7, [3, 9]] = 5.0  # label first: a hit
+    logits[2, 8, :], labels[2, 8] = 0.0, 9
+    logits[2, 8, [3, 9]] = 5.0  # label second: a miss
     weights = (labels != 0).astype(np.float64)
     with kernels.enabled(True):
         assert kernels.active()
@@ -170,7 +174,9 @@ def test_cpp_loss_kernel_matches_numpy_with_its_gradient(dtype):
         weights.sum() * ref.smoothed_cross_entropy(labels, logits, 0.1),
         rtol=1e-5,
     )
-    assert float(correct) == ((logits.argmax(-1) == labels) * weights).sum()
+    hits = (logits.argmax(-1) == labels) * weights
+    assert hits[2, 7] == 1 and hits[2, 8] == 0
+    assert float(correct) == hits.sum()
     z = logits.astype(np.float64)
     softmax = np.exp(z - z.max(-1, keepdims=True))
     softmax /= softmax.sum(-1, keepdims=True)
@@ -184,11 +190,17 @@ def test_cpp_loss_kernel_matches_numpy_with_its_gradient(dtype):
     )
 
 
-def test_cpp_loss_kernel_names_a_label_outside_the_vocabulary():
-    with (
-        kernels.enabled(True),
-        pytest.raises(
+def test_cpp_loss_kernel_names_a_bad_label_or_shape():
+    with kernels.enabled(True):
+        with pytest.raises(
             tf.errors.InvalidArgumentError, match="label 5 at row 1 is outside"
-        ),
-    ):
-        smoothed_cross_entropy_stats(tf.constant([[1, 5]]), tf.zeros([1, 2, 5]), 0.1)
+        ):
+            smoothed_cross_entropy_stats(
+                tf.constant([[1, 5]]), tf.zeros([1, 2, 5]), 0.1
+            )
+        with pytest.raises(
+            tf.errors.InvalidArgumentError, match=r"labels of shape \[2,1\] for"
+        ):
+            smoothed_cross_entropy_stats(
+                tf.constant([[1], [2]]), tf.zeros([1, 2, 5]), 0.1
+            )
