@@ -41,8 +41,9 @@ from absl import logging
 _DIRECTORY = pathlib.Path(__file__).parent
 _SOURCES = [_DIRECTORY / name for name in ("layer_norm.cc", "cross_entropy.cc")]
 _HEADERS = [_DIRECTORY / "row_kernels.h"]
-# The dtypes layer_norm.cc registers; anything else (float16, float64)
-# runs the TensorFlow ops.
+_IN_USE = "training with C++ kernels for LayerNorm and the loss"
+# The dtypes the kernels are registered for; anything else (float16,
+# float64) runs the TensorFlow ops.
 KERNEL_DTYPES = (tf.float32, tf.bfloat16)
 # Process-wide, not per thread: MirroredStrategy traces each local
 # replica's step in a thread of its own.
@@ -143,7 +144,8 @@ def _build_and_load(target: pathlib.Path):
     started = time.monotonic()
     _build(target)
     logging.info(
-        "training with C++ kernels for LayerNorm and the loss, built in %.0f s: %s",
+        "%s, built in %.0f s: %s",
+        _IN_USE,
         time.monotonic() - started,
         target,
     )
@@ -160,9 +162,7 @@ def library():
         if target.exists():
             try:
                 loaded = tf.load_op_library(str(target))
-                logging.info(
-                    "training with C++ kernels for LayerNorm and the loss: %s", target
-                )
+                logging.info("%s: %s", _IN_USE, target)
                 return loaded
             except tf.errors.OpError as error:
                 logging.warning("rebuilding %s, which did not load: %s", target, error)
