@@ -23,14 +23,6 @@
 namespace t2t_repro {
 namespace {
 
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Status;
-using ::tensorflow::Tensor;
-using ::tensorflow::shape_inference::InferenceContext;
-
 using Row = Eigen::Map<Eigen::ArrayXf>;
 
 // Checks logits [..., V] against labels [...] and a scalar smoothing; sets

@@ -28,16 +28,6 @@
 namespace t2t_repro {
 namespace {
 
-using ::tensorflow::DEVICE_CPU;
-using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
-using ::tensorflow::OpKernelContext;
-using ::tensorflow::Status;
-using ::tensorflow::Tensor;
-using ::tensorflow::TensorShape;
-using ::tensorflow::shape_inference::InferenceContext;
-using ::tensorflow::shape_inference::ShapeHandle;
-
 // Rows per task handed to the thread pool; each task owns one scratch row
 // (and, backward, one partial sum of the weight gradients).
 constexpr int64_t kBlockRows = 32;

@@ -1,6 +1,6 @@
-// What the row-by-row kernels of this directory share: float32 copies of
-// a row in and out of float32 or bfloat16 tensors, and a split of rows
-// over TensorFlow's intra-op threads.
+// What the row-by-row kernels of this directory share: TensorFlow's
+// names, float32 copies of a row in and out of float32 or bfloat16
+// tensors, and a split of rows over TensorFlow's intra-op threads.
 
 #ifndef T2T_REPRO_KERNELS_ROW_KERNELS_H_
 #define T2T_REPRO_KERNELS_ROW_KERNELS_H_
@@ -10,8 +10,19 @@
 #include <functional>
 
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
 
 namespace t2t_repro {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
 
 // bfloat16 is the top half of a float32: widening is a shift; narrowing
 // rounds to nearest even, as Eigen's conversion does (NaN stays NaN).
