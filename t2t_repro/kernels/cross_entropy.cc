@@ -23,7 +23,7 @@
 namespace t2t_repro {
 namespace {
 
-using Row = Eigen::Map<Eigen::ArrayXf>;
+using Row = Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64>;
 
 // Checks logits [..., V] against labels [...] and a scalar smoothing; sets
 // rows and vocab.
@@ -82,7 +82,7 @@ class SmoothedCrossEntropyOp : public OpKernel {
     float* log_partition_data = log_partition->flat<float>().data();
 
     ForEachBlock(context, rows, 6 * vocab, [&](int64_t begin, int64_t end) {
-      std::vector<float> buffer(vocab);
+      AlignedFloats buffer(vocab);
       Row row(buffer.data(), vocab);
       for (int64_t i = begin; i < end; ++i) {
         ToFloat(z + i * vocab, buffer.data(), vocab);
@@ -131,7 +131,7 @@ class SmoothedCrossEntropyGradOp : public OpKernel {
     const float uniform = smoothing / vocab;
 
     ForEachBlock(context, rows, 6 * vocab, [&](int64_t begin, int64_t end) {
-      std::vector<float> buffer(vocab);
+      AlignedFloats buffer(vocab);
       Row row(buffer.data(), vocab);
       for (int64_t i = begin; i < end; ++i) {
         const float g = upstream[i];

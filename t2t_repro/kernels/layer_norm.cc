@@ -93,7 +93,7 @@ class LayerNormOp : public OpKernel {
     const int64_t tasks = NumTasks(rows);
 
     ForEachTask(context, tasks, 8 * width * kBlockRows, [&](int64_t task) {
-      std::vector<float> row(width);
+      AlignedFloats row(width);
       float* r = row.data();
       const int64_t end = std::min(rows, (task + 1) * kBlockRows);
       for (int64_t i = task * kBlockRows; i < end; ++i) {
@@ -164,7 +164,7 @@ class LayerNormGradOp : public OpKernel {
     std::vector<float> partial(2 * tasks * width, 0.f);
 
     ForEachTask(context, tasks, 12 * width * kBlockRows, [&](int64_t task) {
-      std::vector<float> scratch(2 * width);
+      AlignedFloats scratch(2 * width);
       float* d = scratch.data();
       float* h = d + width;
       float* dgamma_sum = partial.data() + 2 * task * width;

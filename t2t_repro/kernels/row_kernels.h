@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <vector>
 
+#include "Eigen/Core"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -23,6 +25,12 @@ using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
+
+// Scratch rows at a fixed (64-byte) alignment: vectorised loops peel
+// elements up to an aligned address and reduce in an order that depends
+// on it, so buffers wherever malloc puts them would make two identical
+// steps differ in the last bits.
+using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
 
 // bfloat16 is the top half of a float32: widening is a shift; narrowing
 // rounds to nearest even, as Eigen's conversion does (NaN stays NaN).
