@@ -44,7 +44,7 @@ _HEADERS = [_DIRECTORY / "row_kernels.h"]
 _IN_USE = "training with C++ kernels for LayerNorm and the loss"
 # The dtypes the kernels are registered for; anything else (float16,
 # float64) runs the TensorFlow ops.
-KERNEL_DTYPES = (tf.float32, tf.bfloat16)
+_KERNEL_DTYPES = (tf.float32, tf.bfloat16)
 # Process-wide, not per thread: MirroredStrategy traces each local
 # replica's step in a thread of its own.
 _active = False
@@ -65,6 +65,11 @@ def enabled(use_kernels: bool):
 def active() -> bool:
     """True inside `enabled(True)` when the kernels are built and loaded."""
     return _active and library() is not None
+
+
+def applies_to(dtype) -> bool:
+    """Whether a tensor of `dtype` goes through a kernel here and now."""
+    return dtype in _KERNEL_DTYPES and active()
 
 
 def _cpu_flags() -> str:

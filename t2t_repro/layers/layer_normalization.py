@@ -40,7 +40,7 @@ class LayerNormalization(keras.layers.LayerNormalization):
             return super().call(inputs)
         gamma = tf.convert_to_tensor(self.gamma)
         beta = tf.convert_to_tensor(self.beta)
-        if inputs.dtype in kernels.KERNEL_DTYPES and kernels.active():
+        if kernels.applies_to(inputs.dtype):
             normalized = kernels.layer_norm(
                 inputs,
                 tf.cast(gamma, tf.float32),

@@ -58,7 +58,7 @@ def smoothed_cross_entropy_stats(labels, logits, smoothing):
         `t2t_repro.kernels.enabled(True)` (the training step) one C++
         kernel each way computes the same.
     """
-    if logits.dtype in kernels.KERNEL_DTYPES and kernels.active():
+    if kernels.applies_to(logits.dtype):
         loss, hit = kernels.smoothed_cross_entropy(labels, logits, smoothing)
     else:
         loss, hit = _per_token_loss_and_hit(
