@@ -1,12 +1,14 @@
 """C++ CPU kernels for the training step, built on first use.
 
-Two parts of a training step are many small passes over large tensors
+Three parts of a training step are many small passes over large tensors
 in TensorFlow: LayerNorm (TensorFlow has no fused one for training on
-CPU; the closed-form one in `t2t_repro.layers` is a dozen ops each way)
-and the label-smoothed loss over the `[tokens, vocab]` logits (XLA
+CPU; the closed-form one in `t2t_repro.layers` is a dozen ops each way),
+the attention weights (scale, mask, softmax, casts: about ten ops each
+way) and the label-smoothed loss over the `[tokens, vocab]` logits (XLA
 compiles it, once per batch shape). In a bf16 step whose matmuls run
-fast, they are a large part of the step. `layer_norm.cc` and
-`cross_entropy.cc` do each direction in one pass per row.
+fast, they are a large part of the step. `layer_norm.cc`,
+`masked_softmax.cc` and `cross_entropy.cc` do each direction in one pass
+per row.
 
 They are compiled with the system's C++ compiler against the installed
 TensorFlow's headers the first time a training step asks for them, for
@@ -39,9 +41,12 @@ import tensorflow as tf
 from absl import logging
 
 _DIRECTORY = pathlib.Path(__file__).parent
-_SOURCES = [_DIRECTORY / name for name in ("layer_norm.cc", "cross_entropy.cc")]
+_SOURCES = [
+    _DIRECTORY / name
+    for name in ("layer_norm.cc", "masked_softmax.cc", "cross_entropy.cc")
+]
 _HEADERS = [_DIRECTORY / "row_kernels.h"]
-_IN_USE = "training with C++ kernels for LayerNorm and the loss"
+_IN_USE = "training with C++ kernels for LayerNorm, attention weights and the loss"
 # The dtypes the kernels are registered for; anything else (float16,
 # float64) runs the TensorFlow ops.
 _KERNEL_DTYPES = (tf.float32, tf.bfloat16)
@@ -175,7 +180,8 @@ def library():
         return _build_and_load(target)
     except (OSError, subprocess.SubprocessError, tf.errors.OpError) as error:
         logging.warning(
-            "LayerNorm and the loss train with TensorFlow ops, not C++ "
+            "LayerNorm, attention weights and the loss train with "
+            "TensorFlow ops, not C++ "
             "kernels, which could not be built and loaded here (%s); "
             "--cpu_kernels=tf skips the attempt",
             error,
@@ -201,6 +207,32 @@ def layer_norm(x, gamma, beta, epsilon):
         return y, backward
 
     return forward(x, gamma, beta)
+
+
+def masked_softmax(logits, mask, depth_sqrt):
+    """Attention weights `softmax(where(mask, logits / depth_sqrt, NEG_INF))
+    * mask` of logits `[batch, heads, queries, keys]` (float32 or
+    bfloat16; weights in their dtype, float32 arithmetic) with a boolean
+    mask whose first three axes are 1 or the logits': one C++ pass
+    forward and one backward. The same function as
+    `t2t_repro.layers.ScaledDotProductAttention`'s TensorFlow ops; needs
+    `library()`."""
+    ops = library()
+    mask = tf.cast(mask, tf.bool)
+    depth_sqrt = tf.cast(depth_sqrt, tf.float32)
+
+    @tf.custom_gradient
+    def forward(logits):
+        weights = ops.t2t_masked_softmax(logits, mask, depth_sqrt)
+
+        def backward(dweights):
+            return ops.t2t_masked_softmax_grad(
+                tf.cast(dweights, logits.dtype), logits, mask, depth_sqrt
+            )
+
+        return weights, backward
+
+    return forward(logits)
 
 
 def smoothed_cross_entropy(labels, logits, smoothing):

@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from t2t_repro import kernels
 from t2t_repro.layers.dropout import Dropout
 from t2t_repro.layers.masks import NEG_INF
 
@@ -49,16 +50,18 @@ class ScaledDotProductAttention(keras.layers.Layer):
         training=None,
         return_attention_scores=False,
     ):
-        depth = tf.cast(tf.shape(query)[-1], tf.float32)
+        depth_sqrt = tf.sqrt(tf.cast(tf.shape(query)[-1], tf.float32))
         logits = tf.matmul(query, key, transpose_b=True)
-        logits = tf.cast(logits, tf.float32) / tf.sqrt(depth)
-        if attention_mask is not None:
-            attention_mask = tf.cast(attention_mask, tf.bool)
-            logits = tf.where(attention_mask, logits, NEG_INF)
-        weights = tf.nn.softmax(logits, axis=-1)
-        if attention_mask is not None:
-            weights = weights * tf.cast(attention_mask, weights.dtype)
-        weights = tf.cast(weights, query.dtype)
+        if (
+            attention_mask is not None
+            and attention_mask.shape.rank == 4
+            and kernels.applies_to(logits.dtype)
+        ):
+            weights = kernels.masked_softmax(logits, attention_mask, depth_sqrt)
+        else:
+            weights = tf.cast(
+                _masked_softmax(logits, attention_mask, depth_sqrt), query.dtype
+            )
         dropped = self._dropout_layer(weights, training=training)
         output = tf.matmul(dropped, value)
         if return_attention_scores:
@@ -69,3 +72,13 @@ class ScaledDotProductAttention(keras.layers.Layer):
         config = super().get_config()
         config.update({"dropout": self.dropout})
         return config
+
+
+def _masked_softmax(logits, attention_mask, depth_sqrt):
+    """float32 softmax(where(mask, logits / depth_sqrt, NEG_INF)) * mask."""
+    logits = tf.cast(logits, tf.float32) / depth_sqrt
+    if attention_mask is None:
+        return tf.nn.softmax(logits, axis=-1)
+    attention_mask = tf.cast(attention_mask, tf.bool)
+    weights = tf.nn.softmax(tf.where(attention_mask, logits, NEG_INF), axis=-1)
+    return weights * tf.cast(attention_mask, weights.dtype)

@@ -2,6 +2,7 @@
 skipped steps, the model decodes as float32's does, and
 --mixed_precision=auto measures, then keeps the run's first choice."""
 
+import collections
 import json
 import os
 
@@ -64,7 +65,7 @@ def test_cpu_kernels_step_matches_tensorflow_ops(
 
         return counted
 
-    for name in ("layer_norm", "smoothed_cross_entropy"):
+    for name in ("layer_norm", "masked_softmax", "smoothed_cross_entropy"):
         monkeypatch.setattr(kernels, name, counting(name))
     strategy = tf.distribute.MirroredStrategy()
     steps = {
@@ -78,10 +79,13 @@ def test_cpu_kernels_step_matches_tensorflow_ops(
         for choice in ("tf", "auto")
     }
     # Every LayerNorm of the step (2 per encoder layer, 3 per decoder
-    # layer), then the loss.
-    assert traced == ["layer_norm"] * (
-        2 * CONFIG.num_encoder_layers + 3 * CONFIG.num_decoder_layers
-    ) + ["smoothed_cross_entropy"]
+    # layer), every attention (1 per encoder layer, 2 per decoder layer),
+    # then the loss.
+    assert collections.Counter(traced[:-1]) == {
+        "layer_norm": 2 * CONFIG.num_encoder_layers + 3 * CONFIG.num_decoder_layers,
+        "masked_softmax": CONFIG.num_encoder_layers + 2 * CONFIG.num_decoder_layers,
+    }
+    assert traced[-1] == "smoothed_cross_entropy"
     # The key bias's gradient is zero up to rounding (softmax ignores a
     # shift common to all keys): Adam's first update is +-lr on its noise.
     for key, value in steps["tf"].items():
