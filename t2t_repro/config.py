@@ -341,8 +341,8 @@ class TrainingOptions(Settings):
     jit_compile: bool = setting(False, "XLA-compile the training step.")
     cpu_kernels: str = setting(
         "auto",
-        "LayerNorm, attention weights and the loss of a training step on "
-        "CPUs: auto = C++ "
+        "LayerNorm, attention weights, dropout and the loss of a training "
+        "step on CPUs: auto = C++ "
         "kernels (one pass over the activations each way) built on first "
         "use with the system's C++ compiler against the installed "
         "TensorFlow, TensorFlow ops where they cannot be built, on GPUs "

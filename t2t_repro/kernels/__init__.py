@@ -4,11 +4,12 @@ Three parts of a training step are many small passes over large tensors
 in TensorFlow: LayerNorm (TensorFlow has no fused one for training on
 CPU; the closed-form one in `t2t_repro.layers` is a dozen ops each way),
 the attention weights (scale, mask, softmax, casts: about ten ops each
-way) and the label-smoothed loss over the `[tokens, vocab]` logits (XLA
+way), dropout (random bits, a comparison, a mask, a multiply) and the
+label-smoothed loss over the `[tokens, vocab]` logits (XLA
 compiles it, once per batch shape). In a bf16 step whose matmuls run
 fast, they are a large part of the step. `layer_norm.cc`,
-`masked_softmax.cc` and `cross_entropy.cc` do each direction in one pass
-per row.
+`masked_softmax.cc`, `dropout.cc` and `cross_entropy.cc` do each
+direction in one pass.
 
 They are compiled with the system's C++ compiler against the installed
 TensorFlow's headers the first time a training step asks for them, for
@@ -43,10 +44,12 @@ from absl import logging
 _DIRECTORY = pathlib.Path(__file__).parent
 _SOURCES = [
     _DIRECTORY / name
-    for name in ("layer_norm.cc", "masked_softmax.cc", "cross_entropy.cc")
+    for name in ("layer_norm.cc", "masked_softmax.cc", "dropout.cc", "cross_entropy.cc")
 ]
 _HEADERS = [_DIRECTORY / "row_kernels.h"]
-_IN_USE = "training with C++ kernels for LayerNorm, attention weights and the loss"
+_IN_USE = (
+    "training with C++ kernels for LayerNorm, attention weights, dropout and the loss"
+)
 # The dtypes the kernels are registered for; anything else (float16,
 # float64) runs the TensorFlow ops.
 _KERNEL_DTYPES = (tf.float32, tf.bfloat16)
@@ -180,7 +183,7 @@ def library():
         return _build_and_load(target)
     except (OSError, subprocess.SubprocessError, tf.errors.OpError) as error:
         logging.warning(
-            "LayerNorm, attention weights and the loss train with "
+            "LayerNorm, attention weights, dropout and the loss train with "
             "TensorFlow ops, not C++ "
             "kernels, which could not be built and loaded here (%s); "
             "--cpu_kernels=tf skips the attempt",
@@ -233,6 +236,27 @@ def masked_softmax(logits, mask, depth_sqrt):
         return weights, backward
 
     return forward(logits)
+
+
+def dropout(x, seed, threshold):
+    """x (float32 or bfloat16) times 65536 / (65536 - threshold) where a
+    16-bit draw reaches `threshold`, else times 0, the draws being those of
+    `t2t_repro.layers.Dropout`'s TensorFlow ops for the int32 `seed` `[2]`:
+    one C++ pass forward, one backward (the mask drawn again); needs
+    `library()`."""
+    ops = library()
+    key, counter = tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed)
+
+    @tf.custom_gradient
+    def forward(x):
+        def backward(dy):
+            return ops.t2t_dropout(
+                tf.cast(dy, x.dtype), key, counter, threshold=threshold
+            )
+
+        return ops.t2t_dropout(x, key, counter, threshold=threshold), backward
+
+    return forward(x)
 
 
 def smoothed_cross_entropy(labels, logits, smoothing):

@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from t2t_repro import kernels
+
 _THRESHOLD_STEPS = 1 << 16
 
 
@@ -37,11 +39,13 @@ class Dropout(keras.layers.Dropout):
             or not 0 < threshold < _THRESHOLD_STEPS
         ):
             return super().call(inputs, training=training)
-        size = tf.size(inputs)
         # As Keras' dropout: an int32 seed, which XLA requires.
         seed = tf.cast(
             tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32
         )
+        if kernels.applies_to(inputs.dtype):
+            return kernels.dropout(inputs, seed, threshold)
+        size = tf.size(inputs)
         bits = tf.random.stateless_uniform(
             [(size + 1) // 2],
             seed,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_repro import layers
+from t2t_repro import kernels, layers
 
 
 def test_dropout_keeps_its_rate_scales_the_rest_and_follows_its_seed(activations):
@@ -44,3 +44,37 @@ def test_dropout_in_compute_dtype(dtype):
     )
     assert dropped.dtype == dtype
     assert set(np.unique(tf.cast(dropped, tf.float32))) <= {0.0, 2.0}
+
+
+def _bits(tensor):
+    """The tensor's bit patterns: equal values, equal NaNs, signed zeros."""
+    array = tf.convert_to_tensor(tensor).numpy()
+    return array.view(np.uint16 if array.dtype.itemsize == 2 else np.uint32)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+@pytest.mark.parametrize("shape", [(13,), (4, 7, 33), (300, 257)])
+def test_cpp_kernel_drops_exactly_what_the_tensorflow_ops_drop(dtype, shape):
+    rng = np.random.default_rng(len(shape))
+    x = rng.normal(size=shape).astype(np.float32)
+    x.reshape(-1)[:3] = [np.nan, np.inf, -np.inf]  # kept or dropped, as the ops
+    upstream = tf.constant(rng.normal(size=shape), dtype)
+    results = []
+    for use_kernels in (False, True):
+        # The same seed each time; a policy whose compute dtype is dtype.
+        policy = "float32" if dtype == tf.float32 else "mixed_bfloat16"
+        dropout = layers.Dropout(0.3, seed=11, dtype=policy)
+        with kernels.enabled(use_kernels):
+            # Built on any machine with a C++ compiler (CI's too).
+            assert kernels.active() == use_kernels
+            inputs = tf.constant(x, dtype)
+            with tf.GradientTape() as tape:
+                tape.watch(inputs)
+                y = dropout(inputs, training=True)
+            results.append((y, tape.gradient(y, inputs, upstream)))
+    (ops_y, ops_dx), (kernel_y, kernel_dx) = results
+    assert kernel_y.dtype == kernel_dx.dtype == dtype
+    np.testing.assert_array_equal(_bits(kernel_y), _bits(ops_y))
+    np.testing.assert_array_equal(_bits(kernel_dx), _bits(ops_dx))
+    dropped = tf.cast(ops_dx, tf.float32).numpy() == 0
+    assert 0.2 < dropped.mean() < 0.4
