@@ -157,24 +157,27 @@ class MaskedSoftmaxGradOp : public OpKernel {
     T* dz = dlogits->flat<T>().data();
 
     ForEachBlock(context, rows, 16 * keys, [&](int64_t begin, int64_t end) {
+      const float scale = depth_sqrt;  // a local: stores to g cannot alias it
       AlignedFloats buffer(2 * keys);
       float* w = buffer.data();
       float* g = w + keys;
       for (int64_t i = begin; i < end; ++i) {
         ToFloat(z + i * keys, w, keys);
         const bool* allowed = mask.Row(i);
-        if (!Softmax(allowed, depth_sqrt, w, keys)) {
+        if (!Softmax(allowed, scale, w, keys)) {
           FromFloat(w, dz + i * keys, keys);  // zeros
           continue;
         }
         ToFloat(dw + i * keys, g, keys);
         float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
         for (int64_t j = 0; j < keys; ++j) {
-          if (!allowed[j]) g[j] = 0.f;
+          g[j] = allowed[j] ? g[j] : 0.f;
           dot += g[j] * w[j];
         }
+#pragma omp simd
         for (int64_t j = 0; j < keys; ++j)
-          g[j] = w[j] * (g[j] - dot) / depth_sqrt;
+          g[j] = w[j] * (g[j] - dot) / scale;
         FromFloat(g, dz + i * keys, keys);
       }
     });
