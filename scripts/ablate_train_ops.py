@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Alternatives to three pieces of a training step, each timed against the
+"""Alternatives to pieces of a training step, each timed against the
 code the model runs, forward and backward, in fp32 and bf16, in turns in
 one process.
 
@@ -11,6 +11,10 @@ one process.
   training runs where it builds) and against LayerNorm as one fused
   batch-norm op (`fused_batch_norm` over a `[1, rows, width, 1]` NCHW
   view: each row is a "channel"), the affine terms after it.
+- `attention_weights`: scale, padding mask and softmax of `[rows / 32,
+  4, 32, 32]` attention logits, the TensorFlow ops against the C++ kernel.
+- `dropout`: `layers.Dropout(0.3)` on `[rows, width]`, the TensorFlow ops
+  against the C++ kernel (the same mask: max diff 0).
 - `qkv`: three `[rows, d] x [d, d]` projections with biases (the
   attention layer's) against one `[rows, d] x [d, 3d]` matmul of the
   concatenated weights, split after it (`--projection_width` d).
@@ -87,6 +91,68 @@ def layer_norm_cases(tf, dtype):
         "cpp_kernel": case(kernel),
         "fused_batch_norm": case(fused),
     }
+
+
+def attention_weights_cases(tf, dtype):
+    from t2t_repro import kernels
+    from t2t_repro.layers.scaled_dot_product_attention import _masked_softmax
+
+    rng = tf.random.Generator.from_seed(0)
+    shape = [FLAGS.rows // 32, 4, 32, 32]
+    logits = tf.Variable(rng.normal(shape) * 3)
+    mask = rng.uniform([shape[0], 1, 1, shape[-1]]) > 0.2
+    upstream = tf.cast(rng.normal(shape), dtype)
+    depth_sqrt = tf.sqrt(64.0)
+
+    def code(z):
+        return tf.cast(_masked_softmax(z, mask, depth_sqrt), dtype)
+
+    def kernel(z):
+        return kernels.masked_softmax(z, mask, depth_sqrt)
+
+    def case(weights_of):
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                inputs = tf.cast(logits, dtype)
+                tape.watch(inputs)
+                weights = weights_of(inputs)
+                loss = tf.reduce_sum(tf.cast(weights * upstream, tf.float32))
+            return [weights, tape.gradient(loss, inputs)]
+
+        return step
+
+    return {"code": case(code), "cpp_kernel": case(kernel)}
+
+
+def dropout_cases(tf, dtype):
+    from t2t_repro import kernels, layers
+
+    rng = tf.random.Generator.from_seed(0)
+    x = tf.Variable(rng.normal([FLAGS.rows, FLAGS.width]))
+    upstream = tf.cast(rng.normal([FLAGS.rows, FLAGS.width]), dtype)
+    policy = "float32" if dtype == tf.float32 else "mixed_bfloat16"
+
+    def case(use_kernels):
+        dropout = layers.Dropout(0.3, seed=1, dtype=policy)
+        seed_state = tf.identity(dropout.seed_generator.state)
+
+        @tf.function
+        def step():
+            # The same mask in every call of either variant.
+            dropout.seed_generator.state.assign(seed_state)
+            with tf.GradientTape() as tape:
+                inputs = tf.cast(x, dtype)
+                tape.watch(inputs)
+                y = dropout(inputs, training=True)
+                loss = tf.reduce_sum(tf.cast(y * upstream, tf.float32))
+            return [y, tape.gradient(loss, inputs)]
+
+        with kernels.enabled(use_kernels):  # traced here: kernel or ops
+            step.get_concrete_function()
+        return step
+
+    return {"code": case(False), "cpp_kernel": case(True)}
 
 
 def qkv_cases(tf, dtype):
@@ -185,9 +251,11 @@ def main(argv):
     print(describe_cpu())
     fp32, bf16 = (matmul_gflops(2048, dtype) for dtype in ("float32", "bfloat16"))
     print(f"matmul 2048^3 GFLOP/s: fp32 {fp32:.0f}, bf16 {bf16:.0f}")
-    print(f"{'case':<15} {'precision':<9} {'variant':<17} {'ms':>7} {'max diff':>9}")
+    print(f"{'case':<17} {'precision':<9} {'variant':<17} {'ms':>7} {'max diff':>9}")
     for name, cases in (
         ("layer_norm", layer_norm_cases),
+        ("attention_weights", attention_weights_cases),
+        ("dropout", dropout_cases),
         ("qkv", qkv_cases),
         ("bias_gradient", bias_gradient_cases),
         ("dense", dense_cases),
@@ -210,7 +278,7 @@ def main(argv):
                     )
             for variant in variants:
                 print(
-                    f"{name:<15} {precision:<9} {variant:<17} "
+                    f"{name:<17} {precision:<9} {variant:<17} "
                     f"{statistics.median(times[variant]):>7.2f} "
                     f"{differences[variant]:>9.3g}"
                 )
