@@ -93,9 +93,8 @@ bool Softmax(const bool* allowed, float depth_sqrt, float* row, int64_t keys) {
   Row weights(row, keys);
   weights = (weights - weights.maxCoeff()).exp();
   weights /= weights.sum();
-  for (int64_t j = 0; j < keys; ++j) {
-    if (!allowed[j]) row[j] = 0.f;
-  }
+  // Multiplied, as the TensorFlow ops: a NaN row stays NaN everywhere.
+  for (int64_t j = 0; j < keys; ++j) row[j] *= static_cast<float>(allowed[j]);
   return true;
 }
 
@@ -170,14 +169,17 @@ class MaskedSoftmaxGradOp : public OpKernel {
         }
         ToFloat(dw + i * keys, g, keys);
         float dot = 0.f;
+        // As the TensorFlow ops: dweights times the mask (a NaN at a
+        // masked key reaches the whole row, so the step is skipped), and
+        // the select's gradient exactly 0 at masked keys.
 #pragma omp simd reduction(+ : dot)
         for (int64_t j = 0; j < keys; ++j) {
-          g[j] = allowed[j] ? g[j] : 0.f;
+          g[j] *= static_cast<float>(allowed[j]);
           dot += g[j] * w[j];
         }
 #pragma omp simd
         for (int64_t j = 0; j < keys; ++j)
-          g[j] = w[j] * (g[j] - dot) / scale;
+          g[j] = allowed[j] ? w[j] * (g[j] - dot) / scale : 0.f;
         FromFloat(g, dz + i * keys, keys);
       }
     });

@@ -55,6 +55,8 @@ class ScaledDotProductAttention(keras.layers.Layer):
         if (
             attention_mask is not None
             and attention_mask.shape.rank == 4
+            # The kernel's mask has the keys axis (broadcasts the others).
+            and attention_mask.shape[-1] != 1
             and kernels.applies_to(logits.dtype)
         ):
             weights = kernels.masked_softmax(logits, attention_mask, depth_sqrt)

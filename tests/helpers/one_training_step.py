@@ -38,10 +38,10 @@ def global_batch():
     return (source, target_input), target
 
 
-def one_step(strategy, model_dir, micro_batches, **options):
-    """One update from `micro_batches` (each like `global_batch()`): a dict
-    of the loss per target token, gradient norm and updated weights.
-    `options` override `TrainingOptions` fields."""
+def one_step(strategy, model_dir, micro_batches, config=CONFIG, **options):
+    """One update of a `config` model from `micro_batches` (each like
+    `global_batch()`): a dict of the loss per target token, gradient norm
+    and updated weights. `options` override `TrainingOptions` fields."""
     options = TrainingOptions(
         model_dir=model_dir,
         train_steps=1,
@@ -50,7 +50,7 @@ def one_step(strategy, model_dir, micro_batches, **options):
         accum_steps=len(micro_batches),
         **{"mixed_precision": "fp32", **options},
     )
-    trainer = prepare_run(CONFIG, options, strategy, tiny_vocab())
+    trainer = prepare_run(config, options, strategy, tiny_vocab())
     # Each replica takes its rows of every micro-batch; the step reads this
     # worker's replicas' batches micro-batch by micro-batch.
     context = distribution.input_context(strategy)

@@ -8,6 +8,7 @@ import tensorflow as tf
 from helpers import numpy_reference as ref
 from helpers.layer_contract import check_layer_contract
 from t2t_repro import kernels, layers
+from t2t_repro.layers.scaled_dot_product_attention import _masked_softmax
 
 _HEADS = np.random.default_rng(7).normal(size=(2, 2, 6, 4)).astype(np.float32)
 
@@ -163,3 +164,37 @@ def test_cpp_kernel_names_a_mask_that_does_not_broadcast():
         kernels.masked_softmax(
             tf.zeros([2, 2, 5, 9]), tf.ones([2, 1, 3, 9], tf.bool), 1.0
         )
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_cpp_kernel_spreads_nan_as_the_tensorflow_ops_do(dtype):
+    # A NaN logit, and a NaN upstream gradient at a masked key (what an
+    # overflow in a padded position gives): a row has NaNs where the ops'
+    # has (oneDNN's softmax places them its own way within the row), so a
+    # step's gradient norm is not finite and its update skipped.
+    logits = np.zeros((1, 1, 3, 4), np.float32)
+    logits[0, 0, 0, 1] = np.nan
+    mask = np.array([True, True, True, False]).reshape(1, 1, 1, 4)
+    upstream = np.ones_like(logits)
+    upstream[0, 0, 1, 3] = np.nan
+    results = []
+    for weights_of in (
+        lambda z: tf.cast(_masked_softmax(z, mask, 2.0), dtype),
+        lambda z: kernels.masked_softmax(z, mask, 2.0),
+    ):
+        with kernels.enabled(True):
+            z = tf.constant(logits, dtype)
+            with tf.GradientTape() as tape:
+                tape.watch(z)
+                weights = weights_of(z)
+            results.append(
+                [
+                    np.isnan(tf.cast(t, tf.float32).numpy()).any(-1)
+                    for t in (weights, tape.gradient(weights, z, upstream))
+                ]
+            )
+    for ops, kernel in zip(*results, strict=True):
+        np.testing.assert_array_equal(kernel, ops)
+    weights_rows, gradient_rows = results[1]
+    assert weights_rows.tolist() == [[[True, False, False]]]
+    assert gradient_rows.tolist() == [[[True, True, False]]]

@@ -3,6 +3,7 @@ skipped steps, the model decodes as float32's does, and
 --mixed_precision=auto measures, then keeps the run's first choice."""
 
 import collections
+import dataclasses
 import json
 import os
 
@@ -65,25 +66,30 @@ def test_cpu_kernels_step_matches_tensorflow_ops(
 
         return counted
 
-    for name in ("layer_norm", "masked_softmax", "smoothed_cross_entropy"):
+    for name in ("layer_norm", "masked_softmax", "dropout", "smoothed_cross_entropy"):
         monkeypatch.setattr(kernels, name, counting(name))
     strategy = tf.distribute.MirroredStrategy()
+    # With dropout: the kernel drops what the TensorFlow ops drop.
+    config = dataclasses.replace(CONFIG, dropout=0.3)
     steps = {
         choice: one_step(
             strategy,
             str(tmp_path / choice),
             [global_batch()],
+            config=config,
             mixed_precision=precision,
             cpu_kernels=choice,
         )
         for choice in ("tf", "auto")
     }
-    # Every LayerNorm of the step (2 per encoder layer, 3 per decoder
-    # layer), every attention (1 per encoder layer, 2 per decoder layer),
-    # then the loss.
+    # Every sublayer's LayerNorm and residual dropout (2 per encoder layer,
+    # 3 per decoder layer), every attention (1 per encoder layer, 2 per
+    # decoder layer), the two embeddings' dropouts, then the loss.
+    sublayers = 2 * CONFIG.num_encoder_layers + 3 * CONFIG.num_decoder_layers
     assert collections.Counter(traced[:-1]) == {
-        "layer_norm": 2 * CONFIG.num_encoder_layers + 3 * CONFIG.num_decoder_layers,
+        "layer_norm": sublayers,
         "masked_softmax": CONFIG.num_encoder_layers + 2 * CONFIG.num_decoder_layers,
+        "dropout": sublayers + 2,
     }
     assert traced[-1] == "smoothed_cross_entropy"
     # The key bias's gradient is zero up to rounding (softmax ignores a
