@@ -171,22 +171,9 @@ REGISTER_OP("T2tSmoothedCrossEntropyGrad")
     .Input("smoothing: float")
     .Output("dlogits: T")
     .Attr("T: {float, bfloat16}")
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->input(1));
-      return Status();
-    });
+    .SetShapeFn(ShapeOfInput(1));
 
-#define T2T_REGISTER(T)                                                    \
-  REGISTER_KERNEL_BUILDER(Name("T2tSmoothedCrossEntropy")                  \
-                              .Device(DEVICE_CPU)                          \
-                              .TypeConstraint<T>("T"),                     \
-                          SmoothedCrossEntropyOp<T>);                      \
-  REGISTER_KERNEL_BUILDER(Name("T2tSmoothedCrossEntropyGrad")              \
-                              .Device(DEVICE_CPU)                          \
-                              .TypeConstraint<T>("T"),                     \
-                          SmoothedCrossEntropyGradOp<T>);
-T2T_REGISTER(float)
-T2T_REGISTER(::tensorflow::bfloat16)
-#undef T2T_REGISTER
+T2T_REGISTER_FLOAT_KERNELS("T2tSmoothedCrossEntropy", SmoothedCrossEntropyOp);
+T2T_REGISTER_FLOAT_KERNELS("T2tSmoothedCrossEntropyGrad", SmoothedCrossEntropyGradOp);
 
 }  // namespace t2t_repro

@@ -174,17 +174,8 @@ REGISTER_OP("T2tDropout")
     .Output("y: T")
     .Attr("T: {float, bfloat16}")
     .Attr("threshold: int")
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      return Status();
-    });
+    .SetShapeFn(ShapeOfInput(0));
 
-#define T2T_REGISTER(T)                                               \
-  REGISTER_KERNEL_BUILDER(                                            \
-      Name("T2tDropout").Device(DEVICE_CPU).TypeConstraint<T>("T"),   \
-      DropoutOp<T>);
-T2T_REGISTER(float)
-T2T_REGISTER(::tensorflow::bfloat16)
-#undef T2T_REGISTER
+T2T_REGISTER_FLOAT_KERNELS("T2tDropout", DropoutOp);
 
 }  // namespace t2t_repro

@@ -236,15 +236,7 @@ REGISTER_OP("T2tLayerNormGrad")
       return Status();
     });
 
-#define T2T_REGISTER(T)                                                     \
-  REGISTER_KERNEL_BUILDER(                                                  \
-      Name("T2tLayerNorm").Device(DEVICE_CPU).TypeConstraint<T>("T"),       \
-      LayerNormOp<T>);                                                      \
-  REGISTER_KERNEL_BUILDER(                                                  \
-      Name("T2tLayerNormGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),   \
-      LayerNormGradOp<T>);
-T2T_REGISTER(float)
-T2T_REGISTER(::tensorflow::bfloat16)
-#undef T2T_REGISTER
+T2T_REGISTER_FLOAT_KERNELS("T2tLayerNorm", LayerNormOp);
+T2T_REGISTER_FLOAT_KERNELS("T2tLayerNormGrad", LayerNormGradOp);
 
 }  // namespace t2t_repro

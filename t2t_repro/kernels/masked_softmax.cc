@@ -194,10 +194,7 @@ REGISTER_OP("T2tMaskedSoftmax")
     .Input("depth_sqrt: float")
     .Output("weights: T")
     .Attr("T: {float, bfloat16}")
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      return Status();
-    });
+    .SetShapeFn(ShapeOfInput(0));
 
 REGISTER_OP("T2tMaskedSoftmaxGrad")
     .Input("dweights: T")
@@ -206,20 +203,9 @@ REGISTER_OP("T2tMaskedSoftmaxGrad")
     .Input("depth_sqrt: float")
     .Output("dlogits: T")
     .Attr("T: {float, bfloat16}")
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->input(1));
-      return Status();
-    });
+    .SetShapeFn(ShapeOfInput(1));
 
-#define T2T_REGISTER(T)                                                       \
-  REGISTER_KERNEL_BUILDER(                                                    \
-      Name("T2tMaskedSoftmax").Device(DEVICE_CPU).TypeConstraint<T>("T"),     \
-      MaskedSoftmaxOp<T>);                                                    \
-  REGISTER_KERNEL_BUILDER(                                                    \
-      Name("T2tMaskedSoftmaxGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"), \
-      MaskedSoftmaxGradOp<T>);
-T2T_REGISTER(float)
-T2T_REGISTER(::tensorflow::bfloat16)
-#undef T2T_REGISTER
+T2T_REGISTER_FLOAT_KERNELS("T2tMaskedSoftmax", MaskedSoftmaxOp);
+T2T_REGISTER_FLOAT_KERNELS("T2tMaskedSoftmaxGrad", MaskedSoftmaxGradOp);
 
 }  // namespace t2t_repro

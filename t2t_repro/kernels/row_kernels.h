@@ -67,6 +67,25 @@ inline void ForEachBlock(tensorflow::OpKernelContext* context, int64_t rows,
       rows, cost_per_row, work);
 }
 
+// A shape function: output 0 has the shape of input `index`.
+inline std::function<Status(InferenceContext*)> ShapeOfInput(int index) {
+  return [index](InferenceContext* c) {
+    c->set_output(0, c->input(index));
+    return Status();
+  };
+}
+
 }  // namespace t2t_repro
+
+// Registers the CPU kernel template Kernel<T> of op `name` for both of the
+// kernels' dtypes.
+#define T2T_REGISTER_FLOAT_KERNELS(name, Kernel)                       \
+  REGISTER_KERNEL_BUILDER(                                              \
+      Name(name).Device(DEVICE_CPU).TypeConstraint<float>("T"),         \
+      Kernel<float>);                                                   \
+  REGISTER_KERNEL_BUILDER(Name(name)                                    \
+                              .Device(DEVICE_CPU)                       \
+                              .TypeConstraint<::tensorflow::bfloat16>("T"), \
+                          Kernel<::tensorflow::bfloat16>)
 
 #endif  // T2T_REPRO_KERNELS_ROW_KERNELS_H_
