@@ -1,6 +1,6 @@
 """C++ CPU kernels for the training step, built on first use.
 
-Three parts of a training step are many small passes over large tensors
+Four parts of a training step are many small passes over large tensors
 in TensorFlow: LayerNorm (TensorFlow has no fused one for training on
 CPU; the closed-form one in `t2t_repro.layers` is a dozen ops each way),
 the attention weights (scale, mask, softmax, casts: about ten ops each
@@ -47,9 +47,7 @@ _SOURCES = [
     for name in ("layer_norm.cc", "masked_softmax.cc", "dropout.cc", "cross_entropy.cc")
 ]
 _HEADERS = [_DIRECTORY / "row_kernels.h"]
-_IN_USE = (
-    "training with C++ kernels for LayerNorm, attention weights, dropout and the loss"
-)
+_KERNELS = "LayerNorm, attention weights, dropout and the loss"
 # The dtypes the kernels are registered for; anything else (float16,
 # float64) runs the TensorFlow ops.
 _KERNEL_DTYPES = (tf.float32, tf.bfloat16)
@@ -157,8 +155,8 @@ def _build_and_load(target: pathlib.Path):
     started = time.monotonic()
     _build(target)
     logging.info(
-        "%s, built in %.0f s: %s",
-        _IN_USE,
+        "training with C++ kernels for %s, built in %.0f s: %s",
+        _KERNELS,
         time.monotonic() - started,
         target,
     )
@@ -175,7 +173,7 @@ def library():
         if target.exists():
             try:
                 loaded = tf.load_op_library(str(target))
-                logging.info("%s: %s", _IN_USE, target)
+                logging.info("training with C++ kernels for %s: %s", _KERNELS, target)
                 return loaded
             except tf.errors.OpError as error:
                 logging.warning("rebuilding %s, which did not load: %s", target, error)
@@ -183,10 +181,10 @@ def library():
         return _build_and_load(target)
     except (OSError, subprocess.SubprocessError, tf.errors.OpError) as error:
         logging.warning(
-            "LayerNorm, attention weights, dropout and the loss train with "
-            "TensorFlow ops, not C++ "
-            "kernels, which could not be built and loaded here (%s); "
-            "--cpu_kernels=tf skips the attempt",
+            "%s train with TensorFlow ops, not C++ kernels, which could "
+            "not be built and loaded here (%s); --cpu_kernels=tf skips the "
+            "attempt",
+            _KERNELS,
             error,
         )
         return None

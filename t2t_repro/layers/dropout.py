@@ -21,7 +21,9 @@ class Dropout(keras.layers.Dropout):
     The rate is thus a multiple of 2^-16 (0.1 drops 6,554 / 65,536 =
     0.100006), and the scale is the kept fraction's inverse, so expected
     values are unchanged. With `noise_shape`, or a rate that rounds to 0
-    or 1, Keras' dropout runs.
+    or 1, Keras' dropout runs. Inside `t2t_repro.kernels.enabled(True)`
+    (a training step on CPUs) a C++ kernel applies the same mask in one
+    pass.
 
     Shapes: any -> the same.
 
