@@ -1,12 +1,16 @@
-"""The C++ training kernels (t2t_repro.kernels) give the same bits
-whatever the number of threads TensorFlow splits their rows over, and on
-every call: the property resumed and repeated runs rely on. (Each
-kernel's arithmetic is checked against NumPy in the tests of the layer
-that uses it.)"""
+"""The C++ training kernels (t2t_repro.kernels) compile without
+warnings, and give the same bits whatever the number of threads
+TensorFlow splits their rows over, and on every call: the property
+resumed and repeated runs rely on. (Each kernel's arithmetic is checked
+against NumPy in the tests of the layer that uses it.)"""
 
 import json
+import subprocess
+
+import pytest
 
 from helpers.processes import run_python
+from t2t_repro import kernels
 
 # Forward and backward of every kernel on tensors large enough to be split
 # into many blocks; prints a hash of each result's bytes, twice.
@@ -57,3 +61,17 @@ def test_kernels_give_the_same_bits_on_any_thread_count():
         hashes[threads] = first
     assert len(hashes[1]) == 8
     assert hashes[1] == hashes[4]
+
+
+@pytest.mark.parametrize("source", kernels.SOURCES, ids=lambda path: path.name)
+def test_kernels_compile_without_warnings(source):
+    # Deprecated TensorFlow APIs warn first and are gone a release later,
+    # when the build would fail and training fall back to the ops.
+    result = subprocess.run(
+        [kernels.compiler(), "-fsyntax-only", "-Werror", *kernels.compile_flags()]
+        + [str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]

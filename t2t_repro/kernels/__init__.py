@@ -42,7 +42,7 @@ import tensorflow as tf
 from absl import logging
 
 _DIRECTORY = pathlib.Path(__file__).parent
-_SOURCES = [
+SOURCES = [
     _DIRECTORY / name
     for name in ("layer_norm.cc", "masked_softmax.cc", "dropout.cc", "cross_entropy.cc")
 ]
@@ -86,7 +86,11 @@ def _cpu_flags() -> str:
         return ""
 
 
-def _compile_command(sources: list[str], output: str) -> list[str]:
+def compile_flags() -> list[str]:
+    """The compiler flags of the kernels' build, without its output and
+    link flags. TensorFlow's headers are system headers (-isystem), so
+    that -Wall -Wextra speak of the kernels' own code only
+    (tests/test_kernels.py compiles them with -Werror added)."""
     # -march=native: this CPU's vector width. Eigen's headers in TF 2.21 do
     # not compile with AVX512-FP16 enabled (GCC 12), and nothing here
     # needs it.
@@ -96,17 +100,32 @@ def _compile_command(sources: list[str], output: str) -> list[str]:
         else []
     )
     return [
-        os.environ.get("CXX", "g++"),
-        "-shared",
         "-fPIC",
         "-O3",
         "-fopenmp-simd",
-        "-w",
+        "-Wall",
+        "-Wextra",
         *arch,
+        *(
+            "-isystem" + flag[2:] if flag.startswith("-I") else flag
+            for flag in tf.sysconfig.get_compile_flags()
+        ),
+    ]
+
+
+def compiler() -> str:
+    """The C++ compiler the kernels are built with: $CXX, else g++."""
+    return os.environ.get("CXX", "g++")
+
+
+def _compile_command(sources: list[str], output: str) -> list[str]:
+    return [
+        compiler(),
+        "-shared",
+        *compile_flags(),
         *sources,
         "-o",
         output,
-        *tf.sysconfig.get_compile_flags(),
         *tf.sysconfig.get_link_flags(),
     ]
 
@@ -124,7 +143,7 @@ def cache_path() -> pathlib.Path:
     """Where this machine's build of the kernels is (or will be) cached."""
     command = _compile_command(["SOURCES"], "OUTPUT")
     key = hashlib.sha256()
-    for path in _SOURCES + _HEADERS:
+    for path in SOURCES + _HEADERS:
         key.update(path.read_bytes())
     key.update(f"{tf.__version__} {tf.version.GIT_VERSION}".encode())
     key.update(" ".join(command).encode())
@@ -140,7 +159,7 @@ def _build(target: pathlib.Path) -> None:
     # (workers of one host, test runners) never load a partial file.
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         output = os.path.join(scratch, target.name)
-        command = _compile_command([str(path) for path in _SOURCES], output)
+        command = _compile_command([str(path) for path in SOURCES], output)
         if shutil.which(command[0]) is None:
             raise OSError(f"no C++ compiler {command[0]!r} on PATH (set CXX)")
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)

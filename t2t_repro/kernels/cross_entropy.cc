@@ -31,16 +31,16 @@ void CheckShapes(OpKernelContext* context, const Tensor& logits,
                  const Tensor& labels, const Tensor& smoothing, int64_t* rows,
                  int64_t* vocab) {
   OP_REQUIRES(context, logits.dims() >= 1 && logits.dim_size(logits.dims() - 1) > 0,
-              tensorflow::errors::InvalidArgument(
+              InvalidArgument(
                   "logits need a non-empty vocabulary axis"));
   tensorflow::TensorShape rows_shape = logits.shape();
   rows_shape.RemoveLastDims(1);
   OP_REQUIRES(context, labels.shape() == rows_shape,
-              tensorflow::errors::InvalidArgument(
+              InvalidArgument(
                   "labels of shape ", labels.shape().DebugString(),
                   " for logits of shape ", logits.shape().DebugString()));
   OP_REQUIRES(context, tensorflow::TensorShapeUtils::IsScalar(smoothing.shape()),
-              tensorflow::errors::InvalidArgument("smoothing must be a scalar"));
+              InvalidArgument("smoothing must be a scalar"));
   *vocab = logits.dim_size(logits.dims() - 1);
   *rows = labels.NumElements();
 }
@@ -49,7 +49,7 @@ void CheckLabels(OpKernelContext* context, const int32_t* labels,
                  int64_t rows, int64_t vocab) {
   for (int64_t i = 0; i < rows; ++i) {
     OP_REQUIRES(context, labels[i] >= 0 && labels[i] < vocab,
-                tensorflow::errors::InvalidArgument(
+                InvalidArgument(
                     "label ", labels[i], " at row ", i,
                     " is outside the vocabulary [0, ", vocab, ")"));
   }
@@ -116,7 +116,7 @@ class SmoothedCrossEntropyGradOp : public OpKernel {
     OP_REQUIRES(context,
                 dloss.shape() == labels.shape() &&
                     log_partition.shape() == labels.shape(),
-                tensorflow::errors::InvalidArgument(
+                InvalidArgument(
                     "dloss and log_partition must have the labels' shape"));
     const int32_t* label = labels.flat<int32_t>().data();
     CheckLabels(context, label, rows, vocab);
@@ -160,7 +160,7 @@ REGISTER_OP("T2tSmoothedCrossEntropy")
     .Attr("T: {float, bfloat16}")
     .SetShapeFn([](InferenceContext* c) {
       for (int i = 0; i < 3; ++i) c->set_output(i, c->input(1));
-      return Status();
+      return absl::OkStatus();
     });
 
 REGISTER_OP("T2tSmoothedCrossEntropyGrad")

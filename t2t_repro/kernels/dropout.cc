@@ -87,7 +87,7 @@ class DropoutOp : public OpKernel {
     int threshold;
     OP_REQUIRES_OK(context, context->GetAttr("threshold", &threshold));
     OP_REQUIRES(context, threshold > 0 && threshold < (1 << 16),
-                tensorflow::errors::InvalidArgument(
+                InvalidArgument(
                     "threshold must be in (0, 65536), got ", threshold));
     threshold_ = static_cast<uint32_t>(threshold);
     // As the TensorFlow ops: the scale rounded to T, the product too.
@@ -102,7 +102,7 @@ class DropoutOp : public OpKernel {
     const Tensor& key = context->input(1);
     const Tensor& counter = context->input(2);
     OP_REQUIRES(context, key.NumElements() == 1 && counter.NumElements() == 2,
-                tensorflow::errors::InvalidArgument(
+                InvalidArgument(
                     "key must have 1 element and counter 2, as "
                     "StatelessRandomGetKeyCounter's"));
     Tensor* y;

@@ -22,7 +22,6 @@
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
-#include "tensorflow/core/platform/threadpool.h"
 #include "row_kernels.h"
 
 namespace t2t_repro {
@@ -41,7 +40,7 @@ void ForEachTask(OpKernelContext* context, int64_t tasks, int64_t cost,
   });
 }
 
-Status LastAxisShape(InferenceContext* c) {
+absl::Status LastAxisShape(InferenceContext* c) {
   ShapeHandle x;
   TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 1, &x));
   ShapeHandle rows;
@@ -49,7 +48,7 @@ Status LastAxisShape(InferenceContext* c) {
   c->set_output(0, x);
   c->set_output(1, rows);
   c->set_output(2, rows);
-  return Status();
+  return absl::OkStatus();
 }
 
 template <typename T>
@@ -64,11 +63,11 @@ class LayerNormOp : public OpKernel {
     const Tensor& gamma = context->input(1);
     const Tensor& beta = context->input(2);
     OP_REQUIRES(context, x.dims() >= 1,
-                tensorflow::errors::InvalidArgument("x must have a last axis"));
+                InvalidArgument("x must have a last axis"));
     const int64_t width = x.dim_size(x.dims() - 1);
     OP_REQUIRES(context,
                 gamma.NumElements() == width && beta.NumElements() == width,
-                tensorflow::errors::InvalidArgument(
+                InvalidArgument(
                     "gamma and beta must have x's last dimension, ", width));
     TensorShape rows_shape = x.shape();
     rows_shape.RemoveLastDims(1);
@@ -135,13 +134,13 @@ class LayerNormGradOp : public OpKernel {
     const Tensor& mean = context->input(3);
     const Tensor& rstd = context->input(4);
     OP_REQUIRES(context, dy.shape() == x.shape(),
-                tensorflow::errors::InvalidArgument("dy and x differ in shape"));
+                InvalidArgument("dy and x differ in shape"));
     const int64_t width = x.dims() ? x.dim_size(x.dims() - 1) : 0;
     const int64_t rows = mean.NumElements();
     OP_REQUIRES(context,
                 gamma.NumElements() == width && rstd.NumElements() == rows &&
                     rows * width == x.NumElements(),
-                tensorflow::errors::InvalidArgument(
+                InvalidArgument(
                     "gamma, mean and rstd do not match x's shape"));
     Tensor *dx, *dgamma, *dbeta;
     OP_REQUIRES_OK(context, context->allocate_output(0, x.shape(), &dx));
@@ -233,7 +232,7 @@ REGISTER_OP("T2tLayerNormGrad")
       c->set_output(0, c->input(1));
       c->set_output(1, c->input(2));
       c->set_output(2, c->input(2));
-      return Status();
+      return absl::OkStatus();
     });
 
 T2T_REGISTER_FLOAT_KERNELS("T2tLayerNorm", LayerNormOp);

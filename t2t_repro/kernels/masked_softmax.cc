@@ -52,7 +52,7 @@ void CheckInputs(OpKernelContext* context, const Tensor& logits,
                  const Tensor& mask, const Tensor& depth_sqrt,
                  MaskRows* rows) {
   OP_REQUIRES(context, logits.dims() == 4 && mask.dims() == 4,
-              tensorflow::errors::InvalidArgument(
+              InvalidArgument(
                   "logits and mask must be [batch, heads, queries, keys], got ",
                   logits.shape().DebugString(), " and ",
                   mask.shape().DebugString()));
@@ -60,14 +60,14 @@ void CheckInputs(OpKernelContext* context, const Tensor& logits,
     const int64_t size = mask.dim_size(axis);
     OP_REQUIRES(context,
                 size == logits.dim_size(axis) || (axis < 3 && size == 1),
-                tensorflow::errors::InvalidArgument(
+                InvalidArgument(
                     "a mask of shape ", mask.shape().DebugString(),
                     " does not broadcast to logits of shape ",
                     logits.shape().DebugString()));
   }
   OP_REQUIRES(context,
               tensorflow::TensorShapeUtils::IsScalar(depth_sqrt.shape()),
-              tensorflow::errors::InvalidArgument("depth_sqrt must be a scalar"));
+              InvalidArgument("depth_sqrt must be a scalar"));
   const int64_t keys = logits.dim_size(3);
   rows->data = mask.flat<bool>().data();
   rows->heads = logits.dim_size(1);
@@ -142,7 +142,7 @@ class MaskedSoftmaxGradOp : public OpKernel {
     CheckInputs(context, logits, context->input(2), context->input(3), &mask);
     if (!context->status().ok()) return;
     OP_REQUIRES(context, dweights.shape() == logits.shape(),
-                tensorflow::errors::InvalidArgument(
+                InvalidArgument(
                     "dweights and logits differ in shape"));
     const float depth_sqrt = context->input(3).scalar<float>()();
     Tensor* dlogits;

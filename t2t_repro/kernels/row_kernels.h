@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "Eigen/Core"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/platform/threadpool.h"
 
 namespace t2t_repro {
 
@@ -20,7 +23,6 @@ using ::tensorflow::DEVICE_CPU;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
-using ::tensorflow::Status;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 using ::tensorflow::shape_inference::InferenceContext;
@@ -64,14 +66,21 @@ inline void ForEachBlock(tensorflow::OpKernelContext* context, int64_t rows,
                          int64_t cost_per_row,
                          const std::function<void(int64_t, int64_t)>& work) {
   context->device()->tensorflow_cpu_worker_threads()->workers->ParallelFor(
-      rows, cost_per_row, work);
+      rows, tsl::thread::ThreadPool::SchedulingParams::Adaptive(cost_per_row),
+      work);
+}
+
+// An InvalidArgument status whose message is `pieces` concatenated.
+template <typename... Pieces>
+absl::Status InvalidArgument(const Pieces&... pieces) {
+  return absl::InvalidArgumentError(absl::StrCat(pieces...));
 }
 
 // A shape function: output 0 has the shape of input `index`.
-inline std::function<Status(InferenceContext*)> ShapeOfInput(int index) {
+inline std::function<absl::Status(InferenceContext*)> ShapeOfInput(int index) {
   return [index](InferenceContext* c) {
     c->set_output(0, c->input(index));
-    return Status();
+    return absl::OkStatus();
   };
 }
 

@@ -8,8 +8,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.one_training_step import global_batch, one_step
+from helpers.one_training_step import CONFIG, global_batch, one_step
 from helpers.processes import HELPERS, free_port, run_python, start_python
+from helpers.vocab_for_tests import tiny_vocab
+from t2t_repro.config import TrainingOptions
+from t2t_repro.training.losses import smoothed_cross_entropy_stats
+from t2t_repro.training.prepare import prepare_run
 
 
 def _helper_args(script, out, *args):
@@ -110,6 +114,46 @@ def test_accumulated_micro_batches_equal_one_big_batch(tmp_path):
     whole = one_step(strategy, str(tmp_path / "whole"), [global_batch()])
     accumulated = one_step(strategy, str(tmp_path / "halves"), halves)
     _assert_same_step(whole, accumulated, replicas=1)
+
+
+def test_the_step_takes_the_gradient_of_the_loss_per_target_token(tmp_path):
+    # The mirrored and accumulated steps above are compared with one
+    # device's step; this checks that step against the gradient of the
+    # mean token loss, computed here, over two unequal micro-batches.
+    (source, target_input), target = global_batch()
+    options = TrainingOptions(
+        model_dir=str(tmp_path), train_steps=1, warmup_steps=1, accum_steps=2
+    )
+    trainer = prepare_run(
+        CONFIG, options, tf.distribute.MirroredStrategy(), tiny_vocab()
+    )
+    variables = trainer.model.trainable_variables
+    with tf.GradientTape() as tape:
+        logits = trainer.model((source, target_input), training=True)
+        loss_sum, count, _ = smoothed_cross_entropy_stats(
+            target, logits, options.label_smoothing
+        )
+        mean = loss_sum / count
+    # Dense: the norm of an IndexedSlices gradient (the embedding's) would
+    # count a token's repeated rows apart.
+    gradients = [tf.convert_to_tensor(g) for g in tape.gradient(mean, variables)]
+    want = float(tf.linalg.global_norm(gradients))
+    halves = tuple(
+        ((source[rows], target_input[rows]), target[rows])
+        for rows in (slice(0, 3), slice(3, None))
+    )
+    step = trainer.compile_step(
+        tf.nest.map_structure(
+            lambda t: tf.TensorSpec([None, None], tf.as_dtype(t.dtype)), halves[0]
+        )
+    )
+    outputs = step(tf.nest.map_structure(tf.constant, halves))
+    assert float(outputs["target_tokens"]) == float(count)
+    # Eager and compiled gradients differ by round-off (amplified where
+    # a LayerNorm offset's gradient sums terms that cancel): 2e-4 here. A
+    # wrong normaliser is off by a factor (a micro-batch's count, the
+    # replica count).
+    np.testing.assert_allclose(float(outputs["grad_norm"]), want, rtol=2e-3)
 
 
 def _two_workers(model_dir, steps):
