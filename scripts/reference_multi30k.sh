@@ -50,4 +50,4 @@ t2t-eval --flagfile=flags/reference.cfg --flagfile="$data_flags" \
   --model_dir="$average_dir" --output_dir="$results"
 
 python scripts/reference_report.py --run_dir="$run_dir" \
-  --eval_dir="$results" --output="$results.json" --plot="$results.png"
+  --average_dir="$average_dir" --eval_dir="$results" --output="$results.json" --plot="$results.png"

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Collects a finished reference run into one results JSON and a PNG.
 
-    python scripts/reference_report.py --run_dir=runs/X --eval_dir=results/X \
+    python scripts/reference_report.py --run_dir=runs/X \
+        --average_dir=runs/X/average --eval_dir=results/X \
         --output=results/X.json --plot=results/X.png
 
 Reads the run's newest checkpoint (steps, real tokens trained on, training
-wall time), its dev-BLEU history (best/scores.json), the t2t-eval JSON of
-the averaged model, and measures this machine's matmul ceiling, so that the
-wall time can be compared across machines.
+wall time), its dev-BLEU history (best/scores.json), which checkpoints the
+average holds, the t2t-eval JSON of the averaged model, and measures this
+machine's matmul ceiling, so that the wall time can be compared across
+machines.
 """
 
 import glob
@@ -18,10 +20,13 @@ import sys
 from absl import app, flags
 
 flags.DEFINE_string("run_dir", None, "The t2t-train run.")
+flags.DEFINE_string(
+    "average_dir", None, "The average t2t-eval scored (t2t-average's --output_dir)."
+)
 flags.DEFINE_string("eval_dir", None, "t2t-eval's --output_dir.")
 flags.DEFINE_string("output", None, "Results JSON to write.")
 flags.DEFINE_string("plot", None, "PNG of dev BLEU against minutes.")
-flags.mark_flags_as_required(["run_dir", "eval_dir", "output", "plot"])
+flags.mark_flags_as_required(["run_dir", "average_dir", "eval_dir", "output", "plot"])
 FLAGS = flags.FLAGS
 
 
@@ -42,6 +47,15 @@ def checkpoint_counters(run_dir):
         "tokens_seen": int(value("tokens_seen")),
         "train_wall_minutes": round(value("train_seconds") / 60, 1),
     }
+
+
+def averaged_steps(average_dir):
+    """The steps of the checkpoints `average_dir` averages, ascending."""
+    from t2t_repro.averaging import AVERAGED_FILENAME
+    from t2t_repro.files import read_json_object
+
+    averaged = read_json_object(os.path.join(average_dir, AVERAGED_FILENAME))
+    return sorted(int(name.rsplit("-", 1)[1]) for name in averaged["checkpoints"])
 
 
 def plot_curve(evaluations, title, path):
@@ -93,7 +107,7 @@ def main(argv):
         "lc_tok_bleu_note": test["lc_tok_bleu_note"],
         "beam_size": test["beam_size"],
         "alpha": test["alpha"],
-        "averaged": [e["step"] for e in history["best"]],
+        "averaged": averaged_steps(FLAGS.average_dir),
         **checkpoint_counters(FLAGS.run_dir),
         "best_dev_bleu_greedy": max(e["bleu"] for e in history["best"]),
         "stopped_early_at": history["stopped_early_at"],

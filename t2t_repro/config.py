@@ -270,6 +270,15 @@ class TrainingOptions(Settings):
     label_smoothing: float = setting(
         0.1, "Label smoothing epsilon_ls.", lower_bound=0.0, upper_bound=0.999
     )
+    rdrop_weight: float = setting(
+        0.0,
+        "R-Drop (Liang et al., 2021): every micro-batch runs through the "
+        "model twice, under two dropout masks, and this weight times the "
+        "symmetric KL divergence of the two predictions joins each target "
+        "token's loss. 0 = off. A step then computes twice its tokens: "
+        "halve --batch_tokens to keep its cost.",
+        lower_bound=0.0,
+    )
     warmup_steps: int = setting(4000, "Learning-rate warm-up steps.", lower_bound=1)
     learning_rate_scale: float = setting(
         1.0, "Multiplier on the paper's learning-rate schedule.", lower_bound=0.0

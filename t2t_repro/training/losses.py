@@ -72,6 +72,24 @@ def smoothed_cross_entropy_stats(labels, logits, smoothing):
     )
 
 
+@tf.function(jit_compile=True)
+def _symmetric_kl(logits_a, logits_b):
+    log_p = tf.nn.log_softmax(tf.cast(logits_a, tf.float32))
+    log_q = tf.nn.log_softmax(tf.cast(logits_b, tf.float32))
+    # KL(p||q) + KL(q||p) in one pass.
+    return tf.reduce_sum((tf.exp(log_p) - tf.exp(log_q)) * (log_p - log_q), axis=-1)
+
+
+def consistency_loss_sum(labels, logits_a, logits_b):
+    """R-Drop's regulariser (Liang et al., 2021, as in its fairseq code):
+    the mean of KL(p||q) and KL(q||p) between the two predictions
+    `logits_a` and `logits_b` (float `[batch, length, vocab]`, of one batch
+    under two dropout masks), summed over the real tokens of `labels`
+    (int `[batch, length]`); float32 scalar."""
+    weights = tf.cast(tf.not_equal(labels, PAD_ID), tf.float32)
+    return 0.5 * tf.reduce_sum(_symmetric_kl(logits_a, logits_b) * weights)
+
+
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """The paper's training loss as a Keras loss, for `model.compile`.

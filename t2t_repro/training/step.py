@@ -11,7 +11,10 @@ from t2t_repro import kernels
 from t2t_repro.config import TrainingOptions
 from t2t_repro.data import pipeline
 from t2t_repro.model import Transformer
-from t2t_repro.training.losses import smoothed_cross_entropy_stats
+from t2t_repro.training.losses import (
+    consistency_loss_sum,
+    smoothed_cross_entropy_stats,
+)
 
 _SUM = tf.distribute.ReduceOp.SUM
 
@@ -21,16 +24,17 @@ class TrainStep:
     """Builds the compiled step of a `Trainer` (`Trainer.compile_step`).
 
     A step reads `accum_steps` micro-batches per replica, sums their
-    label-smoothed loss gradients, divides by the number of real target
-    tokens over all replicas and micro-batches, and applies one update
+    label-smoothed loss gradients (with `rdrop_weight`, each micro-batch
+    twice, plus R-Drop's consistency term), divides by the number of real
+    target tokens over all replicas and micro-batches, and applies one update
     with `optimizer` (built for `model` in `strategy`'s scope): the result
     does not depend on the replica count. It adds 1 to `global_step` and
     the real tokens read to `tokens_seen`, whether or not it updates.
 
     Args:
         options: the run's `TrainingOptions` (`accum_steps`,
-            `label_smoothing`, `mixed_precision`, `jit_compile`,
-            `cpu_kernels`).
+            `label_smoothing`, `rdrop_weight`, `mixed_precision`,
+            `jit_compile`, `cpu_kernels`).
         local_replicas: this worker's replicas; the step's batches are
             ordered micro-batch by micro-batch, each with one batch per
             local replica.
@@ -93,6 +97,12 @@ class TrainStep:
                 for device in self.strategy.extended.worker_devices
             )
         )
+        rdrop_weight = self.options.rdrop_weight
+        if rdrop_weight:
+            # Each sentence twice in one batch: two dropout masks.
+            source, target_input, target_output = (
+                tf.concat([t, t], axis=0) for t in (source, target_input, target_output)
+            )
         with tf.GradientTape() as tape, kernels.enabled(use_kernels):
             logits = self.model(
                 (source, target_input), training=True, float32_logits=False
@@ -100,8 +110,14 @@ class TrainStep:
             loss_sum, count, correct = smoothed_cross_entropy_stats(
                 target_output, logits, self.options.label_smoothing
             )
+            objective = loss_sum
+            if rdrop_weight:
+                labels, _ = tf.split(target_output, 2)
+                objective += rdrop_weight * consistency_loss_sum(
+                    labels, *tf.split(logits, 2)
+                )
             # Identity unless the optimizer is fp16's LossScaleOptimizer.
-            scaled = self.optimizer.scale_loss(loss_sum)
+            scaled = self.optimizer.scale_loss(objective)
         gradients = [tf.convert_to_tensor(g) for g in tape.gradient(scaled, variables)]
         return gradients, loss_sum, count, correct
 
