@@ -26,6 +26,11 @@ flags.DEFINE_string(
 flags.DEFINE_string("eval_dir", None, "t2t-eval's --output_dir.")
 flags.DEFINE_string("output", None, "Results JSON to write.")
 flags.DEFINE_string("plot", None, "PNG of dev BLEU against minutes.")
+flags.DEFINE_bool(
+    "matmul_ceiling",
+    True,
+    "Measure this machine's fp32 and bf16 matmul rates into the JSON.",
+)
 flags.mark_flags_as_required(["run_dir", "average_dir", "eval_dir", "output", "plot"])
 FLAGS = flags.FLAGS
 
@@ -52,10 +57,11 @@ def checkpoint_counters(run_dir):
 def averaged_steps(average_dir):
     """The steps of the checkpoints `average_dir` averages, ascending."""
     from t2t_repro.averaging import AVERAGED_FILENAME
+    from t2t_repro.checkpoints import checkpoint_step
     from t2t_repro.files import read_json_object
 
     averaged = read_json_object(os.path.join(average_dir, AVERAGED_FILENAME))
-    return sorted(int(name.rsplit("-", 1)[1]) for name in averaged["checkpoints"])
+    return sorted(checkpoint_step(name) for name in averaged["checkpoints"])
 
 
 def plot_curve(evaluations, title, path):
@@ -96,6 +102,14 @@ def main(argv):
         history = json.load(handle)
     with open(os.path.join(FLAGS.run_dir, "config.json"), encoding="utf-8") as handle:
         config = json.load(handle)
+    averaged = averaged_steps(FLAGS.average_dir)
+    counters = checkpoint_counters(FLAGS.run_dir)
+    if averaged[-1] != counters["steps"]:
+        raise app.UsageError(
+            f"{FLAGS.average_dir}: averages checkpoints up to step "
+            f"{averaged[-1]}, but {FLAGS.run_dir} trained to "
+            f"{counters['steps']}; delete it and average again"
+        )
     results = {
         "test": test["test"],
         "sacrebleu": test["sacrebleu"],
@@ -107,12 +121,18 @@ def main(argv):
         "lc_tok_bleu_note": test["lc_tok_bleu_note"],
         "beam_size": test["beam_size"],
         "alpha": test["alpha"],
-        "averaged": averaged_steps(FLAGS.average_dir),
-        **checkpoint_counters(FLAGS.run_dir),
+        "averaged": averaged,
+        **counters,
         "best_dev_bleu_greedy": max(e["bleu"] for e in history["best"]),
         "stopped_early_at": history["stopped_early_at"],
-        "fp32_matmul_gflops_2048": round(matmul_gflops(2048, "float32"), 1),
-        "bf16_matmul_gflops_2048": round(matmul_gflops(2048, "bfloat16"), 1),
+        **(
+            {
+                "fp32_matmul_gflops_2048": round(matmul_gflops(2048, "float32"), 1),
+                "bf16_matmul_gflops_2048": round(matmul_gflops(2048, "bfloat16"), 1),
+            }
+            if FLAGS.matmul_ceiling
+            else {}
+        ),
         "model": config,
         "dev_curve": history["evaluations"],
     }

@@ -272,11 +272,12 @@ class TrainingOptions(Settings):
     )
     rdrop_weight: float = setting(
         0.0,
-        "R-Drop (Liang et al., 2021): every micro-batch runs through the "
-        "model twice, under two dropout masks, and this weight times the "
-        "symmetric KL divergence of the two predictions joins each target "
-        "token's loss. 0 = off. A step then computes twice its tokens: "
-        "halve --batch_tokens to keep its cost.",
+        "R-Drop (Liang et al., 2021; fairseq's --rdrop-alpha): every "
+        "micro-batch runs through the model twice, under two dropout "
+        "masks, and a target token's loss becomes the mean cross-entropy "
+        "of the two passes plus this weight / 4 times KL(p||q) + KL(q||p) "
+        "of their predictions. 0 = off. A step then computes twice its "
+        "tokens: halve --batch_tokens to keep its cost.",
         lower_bound=0.0,
     )
     warmup_steps: int = setting(4000, "Learning-rate warm-up steps.", lower_bound=1)

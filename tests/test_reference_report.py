@@ -22,31 +22,29 @@ EVAL_FIELDS = {
 
 def test_the_report_names_the_checkpoints_the_average_holds(tmp_path):
     run = tmp_path / "run"
-    trainer = toy_trainer(
-        run,
-        6,
-        dev_pairs=toy_pairs().take(2),
-        eval_every=3,
-        checkpoint_every=1,
-        keep_checkpoints=6,
-        keep_best=2,
-        dev_bleu_sentences=2,
-    )
-    trainer.train()
+    options = {
+        "dev_pairs": toy_pairs().take(2),
+        "eval_every": 3,
+        "checkpoint_every": 1,
+        "keep_checkpoints": 6,
+        "keep_best": 2,
+        "dev_bleu_sentences": 2,
+    }
+    toy_trainer(run, 6, **options).train()
     # The last 3 checkpoints, not the best ones kept at evaluations.
     average_checkpoints(str(run), str(tmp_path / "average"), 3)
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "test.json").write_text(json.dumps(EVAL_FIELDS))
-    result = run_python(
-        [
-            "scripts/reference_report.py",
-            f"--run_dir={run}",
-            f"--average_dir={tmp_path / 'average'}",
-            f"--eval_dir={tmp_path / 'eval'}",
-            f"--output={tmp_path / 'report.json'}",
-            f"--plot={tmp_path / 'report.png'}",
-        ]
-    )
+    report_command = [
+        "scripts/reference_report.py",
+        f"--run_dir={run}",
+        f"--average_dir={tmp_path / 'average'}",
+        f"--eval_dir={tmp_path / 'eval'}",
+        f"--output={tmp_path / 'report.json'}",
+        f"--plot={tmp_path / 'report.png'}",
+        "--nomatmul_ceiling",
+    ]
+    result = run_python(report_command)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["averaged"] == [4, 5, 6]
@@ -54,3 +52,8 @@ def test_the_report_names_the_checkpoints_the_average_holds(tmp_path):
     assert report["sacrebleu"] == 12.5
     assert [e["step"] for e in report["dev_curve"]] == [3, 6]
     assert (tmp_path / "report.png").stat().st_size > 0
+    # Trained on, the run outgrows its average: the report refuses it.
+    toy_trainer(run, 7, **options).train()
+    result = run_python(report_command)
+    assert result.returncode != 0
+    assert "averages checkpoints up to step 6, but" in result.stderr

@@ -14,10 +14,16 @@ from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.averaging import average_checkpoints
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import load_model, model_checkpoint
+from t2t_repro.config import TrainingOptions
 from t2t_repro.data import pipeline
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
-from t2t_repro.training.losses import consistency_loss_sum
+from t2t_repro.training import step as training_step
+from t2t_repro.training.losses import (
+    consistency_loss_sum,
+    smoothed_cross_entropy_stats,
+)
+from t2t_repro.training.prepare import prepare_run
 from t2t_repro.training.schedule import TransformerSchedule, paper_adam
 
 
@@ -265,7 +271,51 @@ def test_rdrop_without_dropout_takes_the_plain_step(tmp_path):
         strategy, str(tmp_path / "rdrop"), [global_batch()], rdrop_weight=5.0
     )
     np.testing.assert_allclose(rdrop["loss"], plain["loss"], rtol=1e-5)
-    np.testing.assert_allclose(rdrop["grad_norm"], plain["grad_norm"], rtol=1e-4)
+    # (A doubled batch sums in another order: round-off of ~1e-4.)
+    np.testing.assert_allclose(rdrop["grad_norm"], plain["grad_norm"], rtol=1e-3)
+
+
+def test_rdrop_weighs_its_term_per_target_token(tmp_path, monkeypatch):
+    # Without dropout the real term is 0 (the test above); a stand-in that
+    # grows with the logits shows how the step weighs and normalises it.
+    def stand_in(labels, logits_a, logits_b):
+        return 1e-2 * tf.reduce_sum(tf.square(tf.cast(logits_a, tf.float32)))
+
+    monkeypatch.setattr(training_step, "consistency_loss_sum", stand_in)
+    weight = 3.0
+    (source, target_input), target = global_batch()
+    options = TrainingOptions(
+        model_dir=str(tmp_path),
+        train_steps=1,
+        warmup_steps=1,
+        rdrop_weight=weight,
+        mixed_precision="fp32",
+    )
+    trainer = prepare_run(
+        CONFIG, options, tf.distribute.MirroredStrategy(), tiny_vocab()
+    )
+    variables = trainer.model.trainable_variables
+    with tf.GradientTape() as tape:
+        logits = trainer.model((source, target_input), training=True)
+        loss_sum, count, _ = smoothed_cross_entropy_stats(
+            target, logits, options.label_smoothing
+        )
+        # The doubled batch: twice the loss over twice the tokens, the
+        # term once.
+        objective = (2 * loss_sum + weight * stand_in(target, logits, logits)) / (
+            2 * count
+        )
+    gradients = [tf.convert_to_tensor(g) for g in tape.gradient(objective, variables)]
+    batch = (tf.constant(source), tf.constant(target_input)), tf.constant(target)
+    step = trainer.compile_step(
+        tf.nest.map_structure(lambda t: tf.TensorSpec([None, None], t.dtype), batch)
+    )
+    outputs = step((batch,))
+    np.testing.assert_allclose(
+        float(outputs["grad_norm"]),
+        float(tf.linalg.global_norm(gradients)),
+        rtol=2e-3,
+    )
 
 
 def test_rdrop_with_dropout_adds_the_consistency_gradient(tmp_path):
