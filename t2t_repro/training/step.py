@@ -6,6 +6,7 @@ import dataclasses
 
 import keras
 import tensorflow as tf
+from absl import logging
 
 from t2t_repro import kernels
 from t2t_repro.config import TrainingOptions
@@ -54,6 +55,16 @@ class TrainStep:
         # workers learn of one worker's signal at the same step. This
         # process's own value: the host sets it without a collective.
         self.stop_vote = tf.Variable(0.0, trainable=False, name="stop_vote")
+        config = self.model.config
+        if self.options.rdrop_weight and not (
+            config.dropout or config.attention_dropout or config.relu_dropout
+        ):
+            logging.warning(
+                "--rdrop_weight=%g without dropout: both passes predict "
+                "alike, so the term is 0 and each step computes twice its "
+                "tokens for nothing",
+                self.options.rdrop_weight,
+            )
 
     def compile(self, element_spec):
         """The step as a `tf.function` of one tuple of

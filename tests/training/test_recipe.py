@@ -260,7 +260,7 @@ def test_consistency_loss_is_the_mean_of_both_kl_divergences_over_real_tokens():
     )
 
 
-def test_rdrop_without_dropout_takes_the_plain_step(tmp_path):
+def test_rdrop_without_dropout_takes_the_plain_step(tmp_path, caplog):
     # Without dropout both passes predict alike (no consistency term) and
     # the doubled batch has the plain one's mean token loss: any stray
     # term or wrong normaliser changes the gradient norm.
@@ -273,6 +273,7 @@ def test_rdrop_without_dropout_takes_the_plain_step(tmp_path):
     np.testing.assert_allclose(rdrop["loss"], plain["loss"], rtol=1e-5)
     # (A doubled batch sums in another order: round-off of ~1e-4.)
     np.testing.assert_allclose(rdrop["grad_norm"], plain["grad_norm"], rtol=1e-3)
+    assert "--rdrop_weight=5 without dropout" in caplog.text
 
 
 def test_rdrop_weighs_its_term_per_target_token(tmp_path, monkeypatch):
