@@ -17,6 +17,7 @@ from helpers.toy_run import SMALL
 from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.config import TrainingOptions
 from t2t_repro.training import distribution
+from t2t_repro.training.losses import smoothed_cross_entropy_stats
 from t2t_repro.training.prepare import prepare_run
 
 GLOBAL_BATCH = 8
@@ -80,6 +81,27 @@ def one_step(strategy, model_dir, micro_batches, config=CONFIG, **options):
             if not w.path.endswith("seed_generator_state")
         },
     }
+
+
+def direct_gradient_norm(trainer, batch, objective):
+    """(the global norm of the gradient of `objective(logits, loss_sum,
+    count)` for `trainer`'s weights as they are, computed eagerly on
+    `batch`, one like `global_batch()`; the batch's real target tokens),
+    to check a compiled step against."""
+    (source, target_input), target = batch
+    with tf.GradientTape() as tape:
+        logits = trainer.model((source, target_input), training=True)
+        loss_sum, count, _ = smoothed_cross_entropy_stats(
+            target, logits, trainer.options.label_smoothing
+        )
+        value = objective(logits, loss_sum, count)
+    # Dense: the norm of an IndexedSlices gradient (the embedding's) would
+    # count a token's repeated rows apart.
+    gradients = [
+        tf.convert_to_tensor(g)
+        for g in tape.gradient(value, trainer.model.trainable_variables)
+    ]
+    return float(tf.linalg.global_norm(gradients)), float(count)
 
 
 def main(out_path, model_dir, cpu_devices):

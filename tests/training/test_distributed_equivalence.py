@@ -8,11 +8,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.one_training_step import CONFIG, global_batch, one_step
+from helpers.one_training_step import (
+    CONFIG,
+    direct_gradient_norm,
+    global_batch,
+    one_step,
+)
 from helpers.processes import HELPERS, free_port, run_python, start_python
 from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.config import TrainingOptions
-from t2t_repro.training.losses import smoothed_cross_entropy_stats
 from t2t_repro.training.prepare import prepare_run
 
 
@@ -127,17 +131,11 @@ def test_the_step_takes_the_gradient_of_the_loss_per_target_token(tmp_path):
     trainer = prepare_run(
         CONFIG, options, tf.distribute.MirroredStrategy(), tiny_vocab()
     )
-    variables = trainer.model.trainable_variables
-    with tf.GradientTape() as tape:
-        logits = trainer.model((source, target_input), training=True)
-        loss_sum, count, _ = smoothed_cross_entropy_stats(
-            target, logits, options.label_smoothing
-        )
-        mean = loss_sum / count
-    # Dense: the norm of an IndexedSlices gradient (the embedding's) would
-    # count a token's repeated rows apart.
-    gradients = [tf.convert_to_tensor(g) for g in tape.gradient(mean, variables)]
-    want = float(tf.linalg.global_norm(gradients))
+    want, count = direct_gradient_norm(
+        trainer,
+        global_batch(),
+        lambda logits, loss_sum, count: loss_sum / count,
+    )
     halves = tuple(
         ((source[rows], target_input[rows]), target[rows])
         for rows in (slice(0, 3), slice(3, None))
@@ -148,7 +146,7 @@ def test_the_step_takes_the_gradient_of_the_loss_per_target_token(tmp_path):
         )
     )
     outputs = step(tf.nest.map_structure(tf.constant, halves))
-    assert float(outputs["target_tokens"]) == float(count)
+    assert float(outputs["target_tokens"]) == count
     # Eager and compiled gradients differ by round-off (amplified where
     # a LayerNorm offset's gradient sums terms that cancel): 2e-4 here. A
     # wrong normaliser is off by a factor (a micro-batch's count, the
