@@ -213,6 +213,15 @@ class TransformerConfig(Settings):
     relu_dropout: float = setting(
         0.0, "Dropout inside the feed-forward network.", lower_bound=0.0, below=1.0
     )
+    source_word_dropout: float = setting(
+        0.0,
+        "Drops whole source tokens: each one's embedding is zeroed (before "
+        "its position is added) with this probability, the kept ones scaled "
+        "up to keep the expectation (Sennrich & Zhang, 2019; Marian's "
+        "--dropout-src).",
+        lower_bound=0.0,
+        below=1.0,
+    )
     position_encoding: str = setting(
         "sinusoidal", "Position encoding.", choices=("sinusoidal", "learned")
     )

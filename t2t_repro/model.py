@@ -56,6 +56,12 @@ class Transformer(keras.Model):
                 name="position_encoding"
             )
         self.embedding_dropout = Dropout(c.dropout)
+        # Only where asked: its seed is a checkpointed variable.
+        self.source_word_dropout = (
+            Dropout(c.source_word_dropout, noise_shape=(None, None, 1))
+            if c.source_word_dropout
+            else None
+        )
         key_dim, value_dim = c.head_dims
         sizes = dict(
             d_model=c.d_model,
@@ -93,9 +99,13 @@ class Transformer(keras.Model):
     def _final_norm(self, norm_name, x):
         return getattr(self, norm_name)(x) if self.config.pre_norm else x
 
-    def embed(self, ids, start_index=0, training=None):
-        """sqrt(d_model) * E[ids] + PE, then dropout."""
+    def embed(self, ids, start_index=0, training=None, word_dropout=None):
+        """sqrt(d_model) * E[ids] + PE, then dropout; `word_dropout` (a
+        `Dropout` over whole tokens) applies to E[ids] only, so a dropped
+        token keeps its position."""
         x = self.embedding(ids)
+        if word_dropout is not None:
+            x = word_dropout(x, training=training)
         x = x + self.position_encoding(x, start_index=start_index)
         return self.embedding_dropout(x, training=training)
 
@@ -106,7 +116,11 @@ class Transformer(keras.Model):
         self-attention weights `[batch, heads, source_length, source_length]`.
         """
         mask = padding_mask(source_ids)
-        x = self.embed(source_ids, training=training)
+        x = self.embed(
+            source_ids,
+            training=training,
+            word_dropout=self.source_word_dropout,
+        )
         all_weights = []
         for layer in self.encoder_layers:
             x, weights = layer(

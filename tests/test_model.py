@@ -57,6 +57,46 @@ def test_source_padding_is_ignored():
     )
 
 
+def test_source_word_dropout_drops_whole_tokens_before_positions():
+    rate = 0.5
+    config = {**SMALL.__dict__, "dropout": 0.0, "source_word_dropout": 0.0}
+    model = Transformer(TransformerConfig(**{**config, "source_word_dropout": rate}))
+    source = tf.constant(np.random.default_rng(1).integers(4, 50, size=(8, 30)))
+    embedded = model.embed(
+        source, training=True, word_dropout=model.source_word_dropout
+    ).numpy()
+    # NumPy reference: sqrt(d_model) * E[ids] + the sinusoids of section 3.5.
+    table = model.embedding.embeddings.numpy()
+    words = np.sqrt(SMALL.d_model) * table[source.numpy()]
+    position = np.arange(source.shape[1])[:, None]
+    angles = position / 10000 ** (np.arange(0, SMALL.d_model, 2) / SMALL.d_model)
+    sinusoids = np.empty([source.shape[1], SMALL.d_model])
+    sinusoids[:, 0::2], sinusoids[:, 1::2] = np.sin(angles), np.cos(angles)
+    kept = np.isclose(embedded, words / (1 - rate) + sinusoids, atol=1e-4).all(-1)
+    dropped = np.isclose(embedded, sinusoids, atol=1e-4).all(-1)
+    # Every token is either kept whole (scaled) or dropped whole.
+    assert (kept ^ dropped).all()
+    assert 0.35 < dropped.mean() < 0.65
+    # Only in training, and only on the source side.
+    target = source[:, :6]
+    np.testing.assert_allclose(
+        model.encode(source, training=False),
+        model.encode(source, training=None),
+    )
+    assert not np.allclose(
+        model.encode(source, training=True), model.encode(source, training=False)
+    )
+    encoder_output = model.encode(source)
+    np.testing.assert_allclose(
+        model.decode(target, encoder_output, source, training=True),
+        model.decode(target, encoder_output, source, training=False),
+        atol=1e-5,
+    )
+    # Without it, the model has no extra (checkpointed) seed variable.
+    without = Transformer(TransformerConfig(**config))
+    assert len(without.variables) == len(model.variables) - 1
+
+
 def test_logits_shape_and_tied_projection():
     model = Transformer(SMALL)
     source, target = _batch()

@@ -57,7 +57,10 @@ class TrainStep:
         self.stop_vote = tf.Variable(0.0, trainable=False, name="stop_vote")
         config = self.model.config
         if self.options.rdrop_weight and not (
-            config.dropout or config.attention_dropout or config.relu_dropout
+            config.dropout
+            or config.attention_dropout
+            or config.relu_dropout
+            or config.source_word_dropout
         ):
             logging.warning(
                 "--rdrop_weight=%g without dropout: both passes predict "
