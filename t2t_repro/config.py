@@ -215,10 +215,8 @@ class TransformerConfig(Settings):
     )
     source_word_dropout: float = setting(
         0.0,
-        "Drops whole source tokens: each one's embedding is zeroed (before "
-        "its position is added) with this probability, the kept ones scaled "
-        "up to keep the expectation (Sennrich & Zhang, 2019; Marian's "
-        "--dropout-src).",
+        "Dropout of whole source tokens: a token's embedding (not its "
+        "position) is zeroed with this probability.",
         lower_bound=0.0,
         below=1.0,
     )

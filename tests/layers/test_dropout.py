@@ -46,6 +46,26 @@ def test_dropout_in_compute_dtype(dtype):
     assert set(np.unique(tf.cast(dropped, tf.float32))) <= {0.0, 2.0}
 
 
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_noise_shape_drops_whole_slices_at_the_16_bit_rate(dtype):
+    """As Keras' `noise_shape` (None: the input's size), with this layer's
+    16-bit rate, and the scale applied in float32 in a bf16 model."""
+    x = tf.cast(tf.random.stateless_normal([200, 50, 8], [1, 2]), dtype)
+    dropout = layers.Dropout(0.1, noise_shape=(None, None, 1), seed=6, dtype=dtype.name)
+    y = tf.function(
+        lambda x: dropout(x, training=True),
+        input_signature=[tf.TensorSpec([None, None, 8], dtype)],
+    )(x)
+    assert y.dtype == dtype
+    x, y = (tf.cast(t, tf.float32).numpy() for t in (x, y))
+    dropped = (y == 0).all(-1)
+    assert ((y != 0).all(-1) | dropped).all()  # whole slices only
+    assert abs(dropped.mean() - 6554 / 65536) < 0.01
+    scale = 65536 / (65536 - 6554)
+    expected = tf.cast(tf.cast(x[~dropped] * scale, dtype), tf.float32)
+    np.testing.assert_array_equal(y[~dropped], expected)
+
+
 def _bits(tensor):
     """The tensor's bit patterns: equal values, equal NaNs, signed zeros."""
     array = tf.convert_to_tensor(tensor).numpy()

@@ -268,7 +268,13 @@ def test_rdrop_without_dropout_takes_the_plain_step(tmp_path, caplog):
     # Without dropout both passes predict alike (no consistency term) and
     # the doubled batch has the plain one's mean token loss: any stray
     # term or wrong normaliser changes the gradient norm.
-    assert CONFIG.dropout == CONFIG.attention_dropout == CONFIG.relu_dropout == 0
+    assert (
+        CONFIG.dropout
+        == CONFIG.attention_dropout
+        == CONFIG.relu_dropout
+        == CONFIG.source_word_dropout
+        == 0
+    )
     strategy = tf.distribute.MirroredStrategy()
     plain = one_step(strategy, str(tmp_path / "plain"), [global_batch()])
     rdrop = one_step(
