@@ -19,7 +19,11 @@ the steady state is the best pass after the first. The table gives
 sentences/s of the first, second and best later pass, the latter
 relative to CTranslate2 float32's (same checkpoint, same process,
 --ct2_threads threads), and the fp32 matmul rate measured by the same
-run, since machines differ. Each engine runs in a process of its own, as a
+run, since machines differ. Each engine runs as the tools run it: beam
+search as --parallel_searches side-by-side searches, each on its share
+of the cores (TensorFlow's ops limited to it: t2t_repro/inference/
+threads.py; TF_NUM_INTRAOP_THREADS overrides), CTranslate2's as as many
+workers. Each engine runs in a process of its own, as a
 server would: after an XLA engine had compiled in the same process, the
 non-XLA SavedModel that followed ran at 58 sentences/s where a fresh
 process gave 80.
@@ -68,7 +72,7 @@ flags.DEFINE_list("beams", ["4"], "Beam sizes (1 = greedy).")
 flags.DEFINE_list("batches", ["32"], "Sentences per batch.")
 flags.DEFINE_list("orders", ["sorted"], "sorted (by length) and/or unsorted.")
 flags.DEFINE_integer("passes", 3, "Passes over the input per engine (at least 2).")
-flags.DEFINE_integer("ct2_threads", 2, "CTranslate2's CPU threads.")
+flags.DEFINE_integer("ct2_threads", 2, "CTranslate2's CPU threads, in all.")
 flags.DEFINE_integer(
     "parallel_searches",
     None,
@@ -111,6 +115,7 @@ def _engine(name, beam, workdir):
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.precision import in_precision
     from t2t_repro.inference.graph import TranslationGraph
+    from t2t_repro.inference.threads import use_decoding_threads
 
     precision = "bf16" if name.endswith("_bf16") else "fp32"
     decoding = DecodingOptions(
@@ -122,6 +127,8 @@ def _engine(name, beam, workdir):
         decoding = dataclasses.replace(
             decoding, parallel_searches=FLAGS.parallel_searches
         )
+    if not name.startswith("ct2"):  # CTranslate2Translator sets its own
+        use_decoding_threads(decoding)
     if name.startswith("graph"):
         model, proto, _ = load_model(FLAGS.model_dir, FLAGS.checkpoint)
         graph = TranslationGraph(

@@ -41,6 +41,7 @@ from t2t_repro.data.vocabulary import (
 )
 from t2t_repro.files import directory_written_whole
 from t2t_repro.inference.batching import BatchingTranslator
+from t2t_repro.inference.threads import threads_per_search
 from t2t_repro.layers.decoder_layer import DecoderLayer
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
 from t2t_repro.serving import model_and_vocabulary
@@ -214,7 +215,9 @@ class CTranslate2Translator(BatchingTranslator):
     Args:
         path: the model directory.
         decoding: beam size, alpha, batch size (`jit_compile` is ignored).
-        threads: CPU threads (0: CTranslate2's default).
+        threads: CPU threads in all (0: one per core). Beam search splits
+            a batch into `decoding.parallel_searches` that run side by side,
+            each on its share of the threads, as our decoders do.
     """
 
     def __init__(self, path, decoding=DecodingOptions(), threads=0):
@@ -239,8 +242,14 @@ class CTranslate2Translator(BatchingTranslator):
             self.tokenizer = make_tokenizer(handle.read())
         self.tokens = vocabulary_tokens(self.tokenizer)
         self.ids = {token: i for i, token in enumerate(self.tokens)}
+        self.searches = decoding.parallel_searches if decoding.beam_size > 1 else 1
         self.translator = ctranslate2.Translator(
-            path, device="cpu", intra_threads=threads
+            path,
+            device="cpu",
+            inter_threads=self.searches,
+            intra_threads=(threads // self.searches or 1)
+            if threads
+            else threads_per_search(self.searches),
         )
 
     def _translate_batch(self, sentences):
@@ -258,6 +267,8 @@ class CTranslate2Translator(BatchingTranslator):
             return_scores=True,
             max_decoding_length=limit,
             suppress_sequences=[[SPECIAL_TOKENS[0]], [SPECIAL_TOKENS[2]]],
+            # Split into `searches` batches, which the workers run at once.
+            max_batch_size=-(-len(sources) // self.searches),
         )
         texts, scores = [], []
         for result in results:

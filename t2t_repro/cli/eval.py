@@ -80,8 +80,10 @@ def main():
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.precision import in_precision, resolve_precision
     from t2t_repro.evaluation import format_scores, score_corpus
+    from t2t_repro.inference.threads import use_decoding_threads
     from t2t_repro.run_dir import CONFIG_FILENAME, RunDir
 
+    use_decoding_threads(decoding_from_flags())
     corpus = corpus_from_flags("test")
     if corpus is None:
         raise DataError("give --test_src/--test_tgt or --tfds_name")

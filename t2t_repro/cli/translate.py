@@ -56,7 +56,7 @@ flags.DEFINE_string(
     "A t2t-export --format=ctranslate2 directory, instead of --model_dir.",
 )
 flags.DEFINE_integer(
-    "threads", 0, "CPU threads for --ctranslate2 (0: its default).", lower_bound=0
+    "threads", 0, "CPU threads for --ctranslate2 (0: one per core).", lower_bound=0
 )
 flags.DEFINE_string(
     "input", "-", "Source sentences, one per line (.gz too); - for stdin."
@@ -143,7 +143,10 @@ def main():
     from t2t_repro.data import DataError
     from t2t_repro.data.text_files import numbered_lines
     from t2t_repro.inference.batching import warn_truncated
+    from t2t_repro.inference.threads import use_decoding_threads
 
+    if not FLAGS.ctranslate2:  # which sets its own threads
+        use_decoding_threads(decoding_from_flags())
     # Before the model loads: a bad input fails in a second.
     total = count_lines(FLAGS.input)
     translator = make_translator()

@@ -11,6 +11,7 @@
   `SavedModelTranslator` (an export).
 - exports.py: loading an export and checking flags against its limits.
 - scoring.py: `Scorer`, log P(target | source) of given pairs.
+- threads.py: each op's share of the cores while decoding.
 
 The public `t2t_repro.Translator` (translator.py) and `CTranslate2Translator`
 (ct2.py) are built on these.

@@ -1,0 +1,29 @@
+"""How many threads one op of a decoding process may use."""
+
+import os
+
+import tensorflow as tf
+
+
+def cores():
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def threads_per_search(parallel_searches):
+    """Each side-by-side search's share of the cores. A decoding step's ops
+    are small: split over more threads than that, the two searches' ops
+    contend for the same cores and wait on each other."""
+    return max(1, cores() // parallel_searches)
+
+
+def use_decoding_threads(decoding):
+    """Limits each op of this process to `threads_per_search` threads, for
+    `decoding` (`DecodingOptions`); TF_NUM_INTRAOP_THREADS, if set, wins.
+    Call before TensorFlow runs its first op."""
+    if "TF_NUM_INTRAOP_THREADS" not in os.environ:
+        tf.config.threading.set_intra_op_parallelism_threads(
+            threads_per_search(decoding.parallel_searches)
+        )

@@ -1,0 +1,33 @@
+"""Each op of a decoding process gets its search's share of the cores."""
+
+import json
+
+import pytest
+
+from helpers.processes import run_python
+
+_REPORT = """
+import json, os
+import tensorflow as tf
+from t2t_repro.config import DecodingOptions
+from t2t_repro.inference.threads import cores, use_decoding_threads
+use_decoding_threads(DecodingOptions(parallel_searches={searches}))
+tf.constant(1.0) + 1.0  # the runtime starts with the setting
+print(json.dumps([cores(), tf.config.threading.get_intra_op_parallelism_threads()]))
+"""
+
+
+@pytest.mark.parametrize("searches", [1, 2, 3])
+def test_each_search_gets_its_share_of_the_cores(searches):
+    result = run_python(["-c", _REPORT.format(searches=searches)])
+    cores, threads = json.loads(result.stdout.splitlines()[-1])
+    assert threads == max(1, cores // searches)
+
+
+def test_tf_num_intraop_threads_wins():
+    result = run_python(
+        ["-c", _REPORT.format(searches=2)], env={"TF_NUM_INTRAOP_THREADS": "7"}
+    )
+    _, threads = json.loads(result.stdout.splitlines()[-1])
+    # Not set by us: TensorFlow's own reading of the variable (0 here).
+    assert threads == 0
