@@ -442,10 +442,9 @@ class DecodingOptions(Settings):
     )
     parallel_searches: int = setting(
         2,
-        "Beam search splits each batch into this many searches that run "
-        "side by side: oneDNN runs each of a step's small matmuls on one "
-        "core, so one search leaves the others idle. "
-        "Greedy search runs as one.",
+        "Each batch is split into this many searches that run side by "
+        "side, each on its share of the cores: a decoding step's ops are too "
+        "small to use several cores well.",
         lower_bound=1,
         flag="decode_parallel_searches",
     )

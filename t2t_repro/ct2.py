@@ -215,9 +215,9 @@ class CTranslate2Translator(BatchingTranslator):
     Args:
         path: the model directory.
         decoding: beam size, alpha, batch size (`jit_compile` is ignored).
-        threads: CPU threads in all (0: one per core). Beam search splits
-            a batch into `decoding.parallel_searches` that run side by side,
-            each on its share of the threads, as our decoders do.
+        threads: CPU threads in all (0: one per core). A batch is split
+            into `decoding.parallel_searches` that run side by side, each
+            on its share of the threads, as our decoders do.
     """
 
     def __init__(self, path, decoding=DecodingOptions(), threads=0):
@@ -242,7 +242,7 @@ class CTranslate2Translator(BatchingTranslator):
             self.tokenizer = make_tokenizer(handle.read())
         self.tokens = vocabulary_tokens(self.tokenizer)
         self.ids = {token: i for i, token in enumerate(self.tokens)}
-        self.searches = decoding.parallel_searches if decoding.beam_size > 1 else 1
+        self.searches = decoding.parallel_searches
         self.translator = ctranslate2.Translator(
             path,
             device="cpu",

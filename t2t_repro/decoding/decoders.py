@@ -26,9 +26,9 @@ def side_by_side(search, source_ids, searches):
     (some empty if it has fewer sentences), joined in order.
 
     No search depends on another, so the graph executor runs them on
-    different cores at once. That pays because oneDNN runs a matmul that
-    fits in L2 (every matmul of a decoding step but the vocabulary
-    projection, at the tools' batch sizes) on one thread. A sentence's
+    different cores at once, each op on its search's share of the cores
+    (`t2t_repro.inference.threads`): a decoding step's ops are too small
+    to gain from more threads than that. A sentence's
     result does not depend on the others in its batch (the slices keep the
     batch's padded width, which sets the output length), so the results
     are those of one search.
@@ -56,8 +56,6 @@ def best_translation_fn(model: DecodingModel, decoding: DecodingOptions):
         def search(source_ids):
             return _greedy_with_scores(model, source_ids, alpha, extra_length, fixed)
 
-        # A greedy step is too small to gain from a second search.
-        searches = 1
     else:
 
         def search(source_ids):
@@ -74,10 +72,11 @@ def best_translation_fn(model: DecodingModel, decoding: DecodingOptions):
             )
             return ids[:, 0], scores[:, 0]
 
-        searches = decoding.parallel_searches
     if fixed:
         search = tf.function(search, jit_compile=True)
-    return lambda source_ids: side_by_side(search, source_ids, searches)
+    return lambda source_ids: side_by_side(
+        search, source_ids, decoding.parallel_searches
+    )
 
 
 def n_best_translations(
@@ -88,13 +87,13 @@ def n_best_translations(
     and the rest of `DecodingOptions`."""
     extra_length = decoding.extra_length
 
-    def greedy():
-        ids, scores = _greedy_with_scores(model, source_ids, alpha, extra_length)
+    def greedy(ids):
+        ids, scores = _greedy_with_scores(model, ids, alpha, extra_length)
         return ids[:, tf.newaxis], scores[:, tf.newaxis]
 
     return tf.cond(
         tf.equal(beam_size, 1),
-        greedy,
+        lambda: side_by_side(greedy, source_ids, decoding.parallel_searches),
         lambda: side_by_side(
             lambda ids: beam_search(model, ids, beam_size, alpha, extra_length),
             source_ids,

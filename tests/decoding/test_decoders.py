@@ -5,6 +5,7 @@ decoder outputs an empty translation."""
 import dataclasses
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from helpers.decoding_models import (
@@ -37,8 +38,9 @@ def test_both_decoders_copy_held_out_sequences(copy_model):
     assert np.all(beam_scores[:, 0] >= greedy_scores - 1e-5)
 
 
-def test_parallel_searches_give_the_results_of_one(copy_model):
-    options = DecodingOptions(extra_length=6)
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_parallel_searches_give_the_results_of_one(copy_model, beam_size):
+    options = DecodingOptions(extra_length=6, beam_size=beam_size)
     sources = margin_checked_sources(copy_model, 8, 5)
     any_batch = [tf.TensorSpec([None, None], tf.int32)]
 
@@ -64,7 +66,7 @@ def test_parallel_searches_give_the_results_of_one(copy_model):
             lambda ids, n=n: n_best_translations(
                 copy_model,
                 ids,
-                tf.constant(3),
+                tf.constant(3 if beam_size > 1 else 1),
                 tf.constant(0.6),
                 dataclasses.replace(options, parallel_searches=n),
             )
@@ -76,7 +78,7 @@ def test_parallel_searches_give_the_results_of_one(copy_model):
     assert np.all(np.diff(n_best[0][1], axis=1) < -1e-3), n_best[0][1]
     np.testing.assert_array_equal(n_best[1][0], n_best[0][0])
     np.testing.assert_allclose(n_best[1][1], n_best[0][1], atol=1e-5)
-    assert n_best[0][0].shape[:2] == (5, 3)
+    assert n_best[0][0].shape[:2] == (5, 3 if beam_size > 1 else 1)
 
 
 class _EosFirstModel:
