@@ -22,7 +22,7 @@ relative to CTranslate2 float32's (same checkpoint, same process,
 run, since machines differ. Each engine runs as the tools run it: beam
 search as --parallel_searches side-by-side searches, each on its share
 of the cores (TensorFlow's ops limited to it: t2t_repro/inference/
-threads.py; TF_NUM_INTRAOP_THREADS overrides), CTranslate2's as as many
+threads.py; TF_NUM_INTRAOP_THREADS overrides), CTranslate2 as that many
 workers. Each engine runs in a process of its own, as a
 server would: after an XLA engine had compiled in the same process, the
 non-XLA SavedModel that followed ran at 58 sentences/s where a fresh

@@ -41,7 +41,7 @@ from t2t_repro.data.vocabulary import (
 )
 from t2t_repro.files import directory_written_whole
 from t2t_repro.inference.batching import BatchingTranslator
-from t2t_repro.inference.threads import threads_per_search
+from t2t_repro.inference.threads import cores, threads_per_search
 from t2t_repro.layers.decoder_layer import DecoderLayer
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
 from t2t_repro.serving import model_and_vocabulary
@@ -216,8 +216,9 @@ class CTranslate2Translator(BatchingTranslator):
         path: the model directory.
         decoding: beam size, alpha, batch size (`jit_compile` is ignored).
         threads: CPU threads in all (0: one per core). A batch is split
-            into `decoding.parallel_searches` that run side by side, each
-            on its share of the threads, as our decoders do.
+            into `decoding.parallel_searches` (at most `threads`) that run
+            side by side, each on its share of the threads, as our decoders
+            do.
     """
 
     def __init__(self, path, decoding=DecodingOptions(), threads=0):
@@ -242,12 +243,12 @@ class CTranslate2Translator(BatchingTranslator):
             self.tokenizer = make_tokenizer(handle.read())
         self.tokens = vocabulary_tokens(self.tokenizer)
         self.ids = {token: i for i, token in enumerate(self.tokens)}
-        self.searches = decoding.parallel_searches
+        self.searches = min(decoding.parallel_searches, threads or cores())
         self.translator = ctranslate2.Translator(
             path,
             device="cpu",
             inter_threads=self.searches,
-            intra_threads=(threads // self.searches or 1)
+            intra_threads=threads // self.searches
             if threads
             else threads_per_search(self.searches),
         )

@@ -19,7 +19,10 @@ print(json.dumps([cores(), tf.config.threading.get_intra_op_parallelism_threads(
 
 @pytest.mark.parametrize("searches", [1, 2, 3])
 def test_each_search_gets_its_share_of_the_cores(searches):
-    result = run_python(["-c", _REPORT.format(searches=searches)])
+    # (Empty: unset, for TensorFlow too; the test session sets it.)
+    result = run_python(
+        ["-c", _REPORT.format(searches=searches)], env={"TF_NUM_INTRAOP_THREADS": ""}
+    )
     cores, threads = json.loads(result.stdout.splitlines()[-1])
     assert threads == max(1, cores // searches)
 
@@ -31,3 +34,26 @@ def test_tf_num_intraop_threads_wins():
     _, threads = json.loads(result.stdout.splitlines()[-1])
     # Not set by us: TensorFlow's own reading of the variable (0 here).
     assert threads == 0
+
+
+def test_the_decoding_tools_set_their_threads_before_tensorflow_starts(
+    toy_run_dir, tmp_path
+):
+    # Set after TensorFlow's first op, the setting raises: the tools must
+    # make it first, with the variable unset as a user runs them.
+    source = tmp_path / "source.txt"
+    source.write_text("a small dog\n")
+    for tool in (
+        ["translate", f"--input={source}"],
+        [
+            "eval",
+            f"--test_src={source}",
+            f"--test_tgt={source}",
+            f"--output_dir={tmp_path}",
+        ],
+    ):
+        result = run_python(
+            ["-m", "t2t_repro.cli", *tool, f"--model_dir={toy_run_dir}"],
+            env={"TF_NUM_INTRAOP_THREADS": ""},
+        )
+        assert result.returncode == 0, result.stderr

@@ -23,7 +23,7 @@ def use_decoding_threads(decoding):
     """Limits each op of this process to `threads_per_search` threads, for
     `decoding` (`DecodingOptions`); TF_NUM_INTRAOP_THREADS, if set, wins.
     Call before TensorFlow runs its first op."""
-    if "TF_NUM_INTRAOP_THREADS" not in os.environ:
+    if not os.environ.get("TF_NUM_INTRAOP_THREADS"):
         tf.config.threading.set_intra_op_parallelism_threads(
             threads_per_search(decoding.parallel_searches)
         )

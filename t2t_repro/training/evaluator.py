@@ -73,7 +73,9 @@ class DevEvaluator:
         self.options = options
         # Dev BLEU is for choosing checkpoints, often: greedy is fast and
         # ranks checkpoints like beam search does.
-        self.decoding = dataclasses.replace(decoding, beam_size=1)
+        # One search: training keeps every op on all cores, where a second
+        # search does not pay.
+        self.decoding = dataclasses.replace(decoding, beam_size=1, parallel_searches=1)
         self.parsing = parsing
         # Made once: a tokenizer that cannot work fails (or warns) before
         # training, not at every evaluation.
