@@ -248,9 +248,7 @@ class CTranslate2Translator(BatchingTranslator):
             path,
             device="cpu",
             inter_threads=self.searches,
-            intra_threads=threads // self.searches
-            if threads
-            else threads_per_search(self.searches),
+            intra_threads=threads_per_search(self.searches, threads),
         )
 
     def _translate_batch(self, sentences):

@@ -12,11 +12,11 @@ def cores():
     return os.cpu_count() or 1
 
 
-def threads_per_search(parallel_searches):
-    """Each side-by-side search's share of the cores. A decoding step's ops
-    are small: split over more threads than that, the two searches' ops
-    contend for the same cores and wait on each other."""
-    return max(1, cores() // parallel_searches)
+def threads_per_search(parallel_searches, threads=0):
+    """Each side-by-side search's share of `threads` (0: the cores). A
+    decoding step's ops are small: split over more threads than that, the
+    two searches' ops contend for the same cores and wait on each other."""
+    return max(1, (threads or cores()) // parallel_searches)
 
 
 def use_decoding_threads(decoding):
