@@ -11,6 +11,9 @@ replays `assets.extra/tf_serving_warmup_requests` as TF Serving does
 (mode "warm") or not ("cold"), then times its first request (a batch of
 --first_batch input lines) and --requests single-sentence requests (p50,
 p95). The matmul ceiling is printed too, since machines differ.
+--intra_op_threads is TF Serving's --tensorflow_intra_op_parallelism: one
+sentence is one search, so fewer threads per op cost latency here while
+they gain throughput on batches (docs/performance.md#decoding-threads).
 """
 
 import json
@@ -30,6 +33,13 @@ flags.DEFINE_integer("first_batch", 32, "Sentences in the first request.")
 flags.DEFINE_integer(
     "requests", 100, "Single-sentence requests timed after the first one."
 )
+flags.DEFINE_integer(
+    "intra_op_threads",
+    None,
+    "Threads per op, as TF Serving's --tensorflow_intra_op_parallelism "
+    "(default: a search's share of the cores, as docs/serving.md advises; "
+    "0: TensorFlow's default, every core).",
+)
 flags.DEFINE_string("json", None, "Also write the results here.")
 flags.DEFINE_enum(
     "child",
@@ -41,12 +51,14 @@ flags.mark_flags_as_required(["saved_model"])
 FLAGS = flags.FLAGS
 
 
-def _child(mode, path, sentences):
+def _child(mode, path, sentences, threads):
     import time
 
     import numpy as np
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencePiece ops
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
 
     def timed(function, *args, **kwargs):
         start = time.perf_counter()
@@ -79,11 +91,16 @@ def _child(mode, path, sentences):
 
 def main(argv):
     del argv
+    from t2t_repro.config import DecodingOptions
     from t2t_repro.data.text_files import read_lines
+    from t2t_repro.inference.threads import threads_per_search
 
     sentences = read_lines(FLAGS.input)[: FLAGS.first_batch + FLAGS.requests]
+    threads = FLAGS.intra_op_threads
+    if threads is None:
+        threads = threads_per_search(DecodingOptions().parallel_searches)
     if FLAGS.child:
-        print(json.dumps(_child(FLAGS.child, FLAGS.saved_model, sentences)))
+        print(json.dumps(_child(FLAGS.child, FLAGS.saved_model, sentences, threads)))
         return
     from bench_matmul import matmul_ceiling
 
@@ -100,7 +117,8 @@ def main(argv):
         results.append(json.loads(child.stdout.splitlines()[-1]))
     print(
         f"{FLAGS.saved_model}: first request of {FLAGS.first_batch} "
-        f"sentences, then {FLAGS.requests} single sentences; matmul "
+        f"sentences, then {FLAGS.requests} single sentences, "
+        f"{threads or 'default'} intra-op threads; matmul "
         f"2048^3 fp32 {ceiling['float32'][2048]} GFLOP/s"
     )
     print("mode   load s   warm-up s   first request s   single p50 ms   single p95 ms")
@@ -112,7 +130,15 @@ def main(argv):
         )
     if FLAGS.json:
         with open(FLAGS.json, "w", encoding="utf-8") as handle:
-            json.dump({"results": results, "matmul_gflops": ceiling}, handle, indent=1)
+            json.dump(
+                {
+                    "results": results,
+                    "intra_op_threads": threads,
+                    "matmul_gflops": ceiling,
+                },
+                handle,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

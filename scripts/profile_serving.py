@@ -3,7 +3,7 @@
 
     python scripts/profile_serving.py --saved_model=exports/multi30k/950 \
         [--input=data/multi30k/test_2016_flickr.en.gz] \
-        [--batch=32] [--batches=3] [--top=25]
+        [--batch=32] [--batches=3] [--top=25] [--intra_op_threads=N]
 
 Loads the export into a tf.compat.v1 Session, as TF Serving's C++ loader
 does (no XLA), translates the longest --batch x --batches input lines once
@@ -11,6 +11,7 @@ to warm up, then once more with a full trace (RunOptions.FULL_TRACE), and
 prints each op type's total time over all executions (loop iterations
 included), its count, and its share. Op times overlap across the inter-op
 threads, so the shares are of the summed op time, not of wall time.
+--intra_op_threads is TF Serving's --tensorflow_intra_op_parallelism.
 """
 
 import collections
@@ -27,6 +28,13 @@ flags.DEFINE_string(
 flags.DEFINE_integer("batch", 32, "Sentences per request.")
 flags.DEFINE_integer("batches", 3, "Requests traced.")
 flags.DEFINE_integer("top", 25, "Op types listed.")
+flags.DEFINE_integer(
+    "intra_op_threads",
+    None,
+    "Threads per op, as TF Serving's --tensorflow_intra_op_parallelism "
+    "(default: a search's share of the cores, as docs/serving.md advises; "
+    "0: TensorFlow's default, every core).",
+)
 flags.mark_flags_as_required(["saved_model"])
 FLAGS = flags.FLAGS
 
@@ -42,13 +50,19 @@ def main(argv):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencePiece ops
 
+    from t2t_repro.config import DecodingOptions
     from t2t_repro.data.text_files import read_lines
+    from t2t_repro.inference.threads import threads_per_search
 
     sentences = sorted(read_lines(FLAGS.input), key=lambda s: -len(s.split()))
     requests = [
         sentences[i * FLAGS.batch : (i + 1) * FLAGS.batch] for i in range(FLAGS.batches)
     ]
-    with tf.compat.v1.Session(graph=tf.Graph()) as session:
+    threads = FLAGS.intra_op_threads
+    if threads is None:
+        threads = threads_per_search(DecodingOptions().parallel_searches)
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads)
+    with tf.compat.v1.Session(graph=tf.Graph(), config=config) as session:
         meta_graph = tf.compat.v1.saved_model.loader.load(
             session, ["serve"], FLAGS.saved_model
         )
@@ -74,8 +88,8 @@ def main(argv):
     total = sum(micros.values())
     print(
         f"{FLAGS.saved_model}: {FLAGS.batches} requests of {FLAGS.batch} "
-        f"sentences, traced wall {wall:.2f} s, summed op time "
-        f"{total / 1e6:.2f} s"
+        f"sentences, {threads or 'default'} intra-op threads, traced wall "
+        f"{wall:.2f} s, summed op time {total / 1e6:.2f} s"
     )
     print(f"{'op type':32} {'ms':>9} {'count':>8} {'us/op':>8} {'share':>6}")
     for op, value in micros.most_common(FLAGS.top):
