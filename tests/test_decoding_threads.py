@@ -11,7 +11,9 @@ import json, os
 import tensorflow as tf
 from t2t_repro.config import DecodingOptions
 from t2t_repro.inference.threads import cores, use_decoding_threads
-use_decoding_threads(DecodingOptions(parallel_searches={searches}))
+use_decoding_threads(
+    DecodingOptions(parallel_searches={searches}, jit_compile={jit_compile})
+)
 tf.constant(1.0) + 1.0  # the runtime starts with the setting
 print(json.dumps([cores(), tf.config.threading.get_intra_op_parallelism_threads()]))
 """
@@ -21,7 +23,8 @@ print(json.dumps([cores(), tf.config.threading.get_intra_op_parallelism_threads(
 def test_each_search_gets_its_share_of_the_cores(searches):
     # (Empty: unset, for TensorFlow too; the test session sets it.)
     result = run_python(
-        ["-c", _REPORT.format(searches=searches)], env={"TF_NUM_INTRAOP_THREADS": ""}
+        ["-c", _REPORT.format(searches=searches, jit_compile=False)],
+        env={"TF_NUM_INTRAOP_THREADS": ""},
     )
     cores, threads = json.loads(result.stdout.splitlines()[-1])
     assert threads == max(1, cores // searches)
@@ -29,10 +32,20 @@ def test_each_search_gets_its_share_of_the_cores(searches):
 
 def test_tf_num_intraop_threads_wins():
     result = run_python(
-        ["-c", _REPORT.format(searches=2)], env={"TF_NUM_INTRAOP_THREADS": "7"}
+        ["-c", _REPORT.format(searches=2, jit_compile=False)],
+        env={"TF_NUM_INTRAOP_THREADS": "7"},
     )
     _, threads = json.loads(result.stdout.splitlines()[-1])
     # Not set by us: TensorFlow's own reading of the variable (0 here).
+    assert threads == 0
+
+
+def test_an_xla_decoder_keeps_tensorflows_default():
+    result = run_python(
+        ["-c", _REPORT.format(searches=2, jit_compile=True)],
+        env={"TF_NUM_INTRAOP_THREADS": ""},
+    )
+    _, threads = json.loads(result.stdout.splitlines()[-1])
     assert threads == 0
 
 

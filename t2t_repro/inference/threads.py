@@ -22,8 +22,10 @@ def threads_per_search(parallel_searches, threads=0):
 def use_decoding_threads(decoding):
     """Limits each op of this process to `threads_per_search` threads, for
     `decoding` (`DecodingOptions`); TF_NUM_INTRAOP_THREADS, if set, wins.
-    Call before TensorFlow runs its first op."""
-    if not os.environ.get("TF_NUM_INTRAOP_THREADS"):
+    An XLA-compiled decoder (`jit_compile`) keeps TensorFlow's default:
+    its searches do not overlap the way the graph's do, so one thread per
+    op left cores idle. Call before TensorFlow runs its first op."""
+    if not os.environ.get("TF_NUM_INTRAOP_THREADS") and not decoding.jit_compile:
         tf.config.threading.set_intra_op_parallelism_threads(
             threads_per_search(decoding.parallel_searches)
         )
