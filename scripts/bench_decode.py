@@ -20,13 +20,13 @@ sentences/s of the first, second and best later pass, the latter
 relative to CTranslate2 float32's (same checkpoint, same process,
 --ct2_threads threads), and the fp32 matmul rate measured by the same
 run, since machines differ. Each engine runs as the tools run it: beam
-search as --parallel_searches side-by-side searches, each on its share
-of the cores (TensorFlow's ops limited to it: t2t_repro/inference/
-threads.py; TF_NUM_INTRAOP_THREADS overrides), CTranslate2 as that many
-workers. Each engine runs in a process of its own, as a
-server would: after an XLA engine had compiled in the same process, the
-non-XLA SavedModel that followed ran at 58 sentences/s where a fresh
-process gave 80.
+and greedy search as --parallel_searches side-by-side searches, each op
+limited to its search's share of the cores (t2t_repro/inference/
+threads.py; XLA engines keep TensorFlow's default;
+TF_NUM_INTRAOP_THREADS overrides), CTranslate2 as that many workers.
+Each engine runs in a process of its own, as a server would: after an
+XLA engine had compiled in the same process, the non-XLA SavedModel that
+followed ran at 58 sentences/s where a fresh process gave 80.
 With --rounds=N the whole list of engines runs N times, one engine after
 the other, and each figure is the median over rounds; the ratio to
 CTranslate2 is the median of each round's ratio, so that both sides of

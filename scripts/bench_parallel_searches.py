@@ -11,10 +11,10 @@ in turns, --rounds times (the first round pays for tracing and XLA
 compilation), in length-sorted batches of 32 as bench_decode.py does.
 Running the two in turns in one process cancels most of the drift that
 separate runs of bench_decode.py see on these machines. Each op runs on
---intra_op_threads threads, by default the B side's share of the cores
-(what t2t-translate sets for it), which handicaps the single search: pass
-0 for TensorFlow's default. Prints sentences/s per round and whether the
-translations are identical.
+--intra_op_threads threads, by default what t2t-translate sets for the B
+side (its share of the cores; with --xla, TensorFlow's default), which
+handicaps the single search: pass 0 for TensorFlow's default. Prints
+sentences/s per round and whether the translations are identical.
 """
 
 import os
@@ -36,8 +36,8 @@ flags.DEFINE_integer("rounds", 4, "Passes of each side, in turns.")
 flags.DEFINE_integer(
     "intra_op_threads",
     None,
-    "Threads per op (default: the cores / --searches; 0: TensorFlow's "
-    "default, every core).",
+    "Threads per op (default: as t2t-translate for --searches; 0: "
+    "TensorFlow's default, every core).",
 )
 flags.mark_flags_as_required(["model_dir"])
 FLAGS = flags.FLAGS
@@ -49,13 +49,16 @@ def main(argv):
 
     from t2t_repro.config import DecodingOptions
     from t2t_repro.data.text_files import read_lines
-    from t2t_repro.inference.threads import threads_per_search
+    from t2t_repro.inference.threads import use_decoding_threads
     from t2t_repro.serving import export_saved_model
 
-    threads = FLAGS.intra_op_threads
-    if threads is None:
-        threads = threads_per_search(FLAGS.searches)
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    if FLAGS.intra_op_threads is None:
+        use_decoding_threads(
+            DecodingOptions(parallel_searches=FLAGS.searches, jit_compile=FLAGS.xla)
+        )
+    else:
+        tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads)
+    threads = tf.config.threading.get_intra_op_parallelism_threads()
     print(f"{threads or 'default'} intra-op threads", flush=True)
 
     sentences = sorted(read_lines(FLAGS.input), key=lambda line: -len(line.split()))

@@ -1,8 +1,8 @@
 """A run, or a model in memory, as a CTranslate2 model, and translating
 with one.
 
-CTranslate2 (the `[ct2]` extra) is a C++ inference engine for Transformers
-that is several times faster than a TensorFlow graph on CPU. The mapping
+CTranslate2 (the `[ct2]` extra) is a C++ inference engine for Transformers,
+faster than a TensorFlow graph on CPU (docs/performance.md). The mapping
 from our Keras weights:
 - one shared embedding for source, target and the output projection,
   scaled by sqrt(d_model) (`scale_embeddings`);

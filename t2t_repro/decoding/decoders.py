@@ -47,7 +47,7 @@ def best_translation_fn(model: DecodingModel, decoding: DecodingOptions):
 
     With `decoding.jit_compile`, each of the `parallel_searches` is an XLA
     computation of its own (fixed shapes, `fixed_shape_loop`), called from
-    the graph, whose executor runs them side by side.
+    the graph.
     """
     beam_size, alpha = decoding.beam_size, decoding.alpha
     extra_length, fixed = decoding.extra_length, decoding.jit_compile

@@ -23,8 +23,8 @@ def use_decoding_threads(decoding):
     """Limits each op of this process to `threads_per_search` threads, for
     `decoding` (`DecodingOptions`); TF_NUM_INTRAOP_THREADS, if set, wins.
     An XLA-compiled decoder (`jit_compile`) keeps TensorFlow's default:
-    its searches do not overlap the way the graph's do, so one thread per
-    op left cores idle. Call before TensorFlow runs its first op."""
+    limited to one thread per op, it ran far slower than with it
+    (docs/performance.md). Call before TensorFlow runs its first op."""
     if not os.environ.get("TF_NUM_INTRAOP_THREADS") and not decoding.jit_compile:
         tf.config.threading.set_intra_op_parallelism_threads(
             threads_per_search(decoding.parallel_searches)
