@@ -38,6 +38,7 @@ flags.DEFINE_integer(
     None,
     "Threads per op (default: as t2t-translate for --searches; 0: "
     "TensorFlow's default, every core).",
+    lower_bound=0,
 )
 flags.mark_flags_as_required(["model_dir"])
 FLAGS = flags.FLAGS

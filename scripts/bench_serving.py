@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 from absl import app, flags
+from serving_threads import intra_op_threads
 
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory.")
 flags.DEFINE_string(
@@ -32,13 +33,6 @@ flags.DEFINE_string(
 flags.DEFINE_integer("first_batch", 32, "Sentences in the first request.")
 flags.DEFINE_integer(
     "requests", 100, "Single-sentence requests timed after the first one."
-)
-flags.DEFINE_integer(
-    "intra_op_threads",
-    None,
-    "Threads per op, as TF Serving's --tensorflow_intra_op_parallelism "
-    "(default: a search's share of the cores, as docs/serving.md advises; "
-    "0: TensorFlow's default, every core).",
 )
 flags.DEFINE_string("json", None, "Also write the results here.")
 flags.DEFINE_enum(
@@ -56,9 +50,9 @@ def _child(mode, path, sentences, threads):
 
     import numpy as np
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401  registers the SentencePiece ops
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
+    import tensorflow_text  # noqa: F401  registers the SentencePiece ops
 
     def timed(function, *args, **kwargs):
         start = time.perf_counter()
@@ -91,14 +85,10 @@ def _child(mode, path, sentences, threads):
 
 def main(argv):
     del argv
-    from t2t_repro.config import DecodingOptions
     from t2t_repro.data.text_files import read_lines
-    from t2t_repro.inference.threads import threads_per_search
 
     sentences = read_lines(FLAGS.input)[: FLAGS.first_batch + FLAGS.requests]
-    threads = FLAGS.intra_op_threads
-    if threads is None:
-        threads = threads_per_search(DecodingOptions().parallel_searches)
+    threads = intra_op_threads()
     if FLAGS.child:
         print(json.dumps(_child(FLAGS.child, FLAGS.saved_model, sentences, threads)))
         return

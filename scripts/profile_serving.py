@@ -18,6 +18,7 @@ import collections
 import time
 
 from absl import app, flags
+from serving_threads import intra_op_threads
 
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory.")
 flags.DEFINE_string(
@@ -28,13 +29,6 @@ flags.DEFINE_string(
 flags.DEFINE_integer("batch", 32, "Sentences per request.")
 flags.DEFINE_integer("batches", 3, "Requests traced.")
 flags.DEFINE_integer("top", 25, "Op types listed.")
-flags.DEFINE_integer(
-    "intra_op_threads",
-    None,
-    "Threads per op, as TF Serving's --tensorflow_intra_op_parallelism "
-    "(default: a search's share of the cores, as docs/serving.md advises; "
-    "0: TensorFlow's default, every core).",
-)
 flags.mark_flags_as_required(["saved_model"])
 FLAGS = flags.FLAGS
 
@@ -50,17 +44,13 @@ def main(argv):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencePiece ops
 
-    from t2t_repro.config import DecodingOptions
     from t2t_repro.data.text_files import read_lines
-    from t2t_repro.inference.threads import threads_per_search
 
     sentences = sorted(read_lines(FLAGS.input), key=lambda s: -len(s.split()))
     requests = [
         sentences[i * FLAGS.batch : (i + 1) * FLAGS.batch] for i in range(FLAGS.batches)
     ]
-    threads = FLAGS.intra_op_threads
-    if threads is None:
-        threads = threads_per_search(DecodingOptions().parallel_searches)
+    threads = intra_op_threads()
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads)
     with tf.compat.v1.Session(graph=tf.Graph(), config=config) as session:
         meta_graph = tf.compat.v1.saved_model.loader.load(

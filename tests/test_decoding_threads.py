@@ -5,6 +5,7 @@ import json
 import pytest
 
 from helpers.processes import run_python
+from t2t_repro.inference.threads import threads_per_search
 
 _REPORT = """
 import json, os
@@ -70,3 +71,46 @@ def test_the_decoding_tools_set_their_threads_before_tensorflow_starts(
             env={"TF_NUM_INTRAOP_THREADS": ""},
         )
         assert result.returncode == 0, result.stderr
+
+
+def test_t2t_translate_keeps_the_default_threads_only_where_xla_runs(
+    toy_run_dir, tmp_path
+):
+    # XLA decodes a run's best translations only: an n-best list, or an
+    # export's `translate` signature, runs the graph's decoder, which is
+    # limited to its share of the cores whatever --decode_jit_compile says.
+    export_dir = tmp_path / "export"
+    exported = run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "export",
+            f"--model_dir={toy_run_dir}",
+            f"--export_dir={export_dir}",
+            "--warmup_requests=0",
+        ]
+    )
+    assert exported.returncode == 0, exported.stderr
+    (version,) = export_dir.iterdir()
+    source = tmp_path / "source.txt"
+    source.write_text("a small dog\n")
+    limited = f"decoding threads per op: {threads_per_search(2)} "
+    for flags, expected in (
+        ([f"--model_dir={toy_run_dir}"], "TensorFlow's default (XLA)"),
+        ([f"--model_dir={toy_run_dir}", "--n_best=2"], limited),
+        ([f"--saved_model={version}"], limited),
+    ):
+        result = run_python(
+            [
+                "-m",
+                "t2t_repro.cli",
+                "translate",
+                f"--input={source}",
+                "--decode_jit_compile",
+                "--decode_parallel_searches=2",
+                *flags,
+            ],
+            env={"TF_NUM_INTRAOP_THREADS": ""},
+        )
+        assert result.returncode == 0, result.stderr
+        assert expected in result.stderr, (flags, result.stderr[-2000:])

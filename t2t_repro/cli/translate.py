@@ -35,6 +35,8 @@ probability). Printed with 6 decimals. t2t-score scores given
 translations.
 """
 
+import dataclasses
+
 from absl import flags
 
 from t2t_repro.cli import common
@@ -146,7 +148,17 @@ def main():
     from t2t_repro.inference.threads import use_decoding_threads
 
     if not FLAGS.ctranslate2:  # which sets its own threads
-        use_decoding_threads(decoding_from_flags())
+        decoding = decoding_from_flags()
+        # XLA decodes only a run's best translations: n-best lists, and
+        # an export's `translate` signature, run the graph's decoder.
+        use_decoding_threads(
+            dataclasses.replace(
+                decoding,
+                jit_compile=decoding.jit_compile
+                and FLAGS.model_dir is not None
+                and FLAGS.n_best == 1,
+            )
+        )
     # Before the model loads: a bad input fails in a second.
     total = count_lines(FLAGS.input)
     translator = make_translator()

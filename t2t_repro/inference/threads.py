@@ -3,6 +3,7 @@
 import os
 
 import tensorflow as tf
+from absl import logging
 
 
 def cores():
@@ -25,7 +26,15 @@ def use_decoding_threads(decoding):
     An XLA-compiled decoder (`jit_compile`) keeps TensorFlow's default:
     limited to one thread per op, it ran far slower than with it
     (docs/performance.md). Call before TensorFlow runs its first op."""
-    if not os.environ.get("TF_NUM_INTRAOP_THREADS") and not decoding.jit_compile:
-        tf.config.threading.set_intra_op_parallelism_threads(
-            threads_per_search(decoding.parallel_searches)
+    if os.environ.get("TF_NUM_INTRAOP_THREADS"):
+        logging.info("decoding threads per op: TF_NUM_INTRAOP_THREADS")
+    elif decoding.jit_compile:
+        logging.info("decoding threads per op: TensorFlow's default (XLA)")
+    else:
+        threads = threads_per_search(decoding.parallel_searches)
+        logging.info(
+            "decoding threads per op: %d (%d searches side by side)",
+            threads,
+            decoding.parallel_searches,
         )
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
