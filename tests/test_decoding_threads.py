@@ -108,6 +108,7 @@ def test_t2t_translate_keeps_the_default_threads_only_where_xla_runs(
                 f"--input={source}",
                 "--decode_jit_compile",
                 "--decode_parallel_searches=2",
+                "--verbosity=1",
                 *flags,
             ],
             env={"TF_NUM_INTRAOP_THREADS": ""},

@@ -27,12 +27,12 @@ def use_decoding_threads(decoding):
     limited to one thread per op, it ran far slower than with it
     (docs/performance.md). Call before TensorFlow runs its first op."""
     if os.environ.get("TF_NUM_INTRAOP_THREADS"):
-        logging.info("decoding threads per op: TF_NUM_INTRAOP_THREADS")
+        logging.debug("decoding threads per op: TF_NUM_INTRAOP_THREADS")
     elif decoding.jit_compile:
-        logging.info("decoding threads per op: TensorFlow's default (XLA)")
+        logging.debug("decoding threads per op: TensorFlow's default (XLA)")
     else:
         threads = threads_per_search(decoding.parallel_searches)
-        logging.info(
+        logging.debug(
             "decoding threads per op: %d (%d searches side by side)",
             threads,
             decoding.parallel_searches,
