@@ -172,11 +172,14 @@ def format_scores(scores):
 def translate_pairs(translator, pairs, progress=False):
     """(sources, references, translations) of `pairs`, a tf.data.Dataset
     of (source, target) strings, the sources translated by `translator` (a
-    `BatchingTranslator`; with `progress`, reporting how far it got)."""
+    `BatchingTranslator`; with `progress`, reporting how far it got). An
+    empty source's translation is empty."""
     pairs = list(pairs.as_numpy_iterator())
     sources = [s.decode("utf-8") for s, _ in pairs]
     references = [t.decode("utf-8") for _, t in pairs]
-    return sources, references, translator.translate(sources, progress=progress)
+    to_translate = [source for source in sources if source]
+    translated = iter(translator.translate(to_translate, progress=progress))
+    return sources, references, [next(translated) if s else "" for s in sources]
 
 
 def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(), progress=False):
@@ -190,7 +193,9 @@ def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(), progress=
         else sacrebleu_metric(corpus.target_lang, decoding.sacrebleu_tokenize)
     )
     _, references, hypotheses = translate_pairs(
-        ModelTranslator(model, tokenizer, decoding), corpus.pairs(), progress
+        ModelTranslator(model, tokenizer, decoding),
+        corpus.pairs(keep_empty=True),
+        progress,
     )
     if corpus.trees_path:
         from t2t_repro.parsing import score_parses

@@ -34,6 +34,19 @@ def source_of(init_from):
     return RunDir(init_from), checkpoint
 
 
+def check_has_optimizer_slots(checkpoint):
+    """ConfigError unless `checkpoint` holds Adam moments: a best/ or
+    averaged checkpoint holds the weights only."""
+    if not any(
+        name.startswith("optimizer/") for name, _ in tf.train.list_variables(checkpoint)
+    ):
+        raise ConfigError(
+            f"--init_from={checkpoint} holds weights only (a best/ or averaged "
+            "checkpoint has no Adam moments): drop --init_optimizer_slots, or "
+            "name a checkpoint of the run itself, RUN/ckpt-N"
+        )
+
+
 def initialize(trainer, checkpoint, optimizer_slots=False):
     """Gives `trainer`'s model the weights of `checkpoint` and, with
     `optimizer_slots`, its optimizer the checkpoint's Adam moments; the

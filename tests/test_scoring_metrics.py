@@ -208,3 +208,39 @@ def test_unknown_sacrebleu_tokenizer_is_a_one_line_error(tmp_path):
         "t2t-eval: error: flag --sacrebleu_tokenize=13b: "
         "value should be one of <none|zh|13a|"
     )
+
+
+class _RecordingTranslator:
+    """Upper-cases; records what it was asked to translate."""
+
+    def __init__(self):
+        self.asked = []
+
+    def translate(self, sentences, progress=False):
+        self.asked.extend(sentences)
+        return [sentence.upper() for sentence in sentences]
+
+
+def test_a_test_set_with_empty_lines_is_translated_and_scored_line_by_line():
+    """The .hyp file t2t-eval writes has one line per source line, an empty
+    source's empty, and every pair is scored."""
+    import tensorflow as tf
+
+    from t2t_repro.evaluation import translate_pairs
+
+    pairs = tf.data.Dataset.from_tensor_slices(
+        (
+            ["a dog runs on the grass", "", "a cat sits on the mat", "a cow"],
+            ["A DOG RUNS ON THE GRASS", "EIN", "A CAT SITS ON THE MAT", ""],
+        )
+    )
+    translator = _RecordingTranslator()
+    sources, references, hypotheses = translate_pairs(translator, pairs)
+    assert translator.asked == [sources[0], sources[2], sources[3]]
+    assert sources[1] == "" and hypotheses[1] == ""
+    assert hypotheses == [s.upper() for s in sources]
+    scores = score_translations(hypotheses, references, "de")
+    assert scores["sentences"] == 4
+    assert 0 < scores["sacrebleu"] < 100
+    assert 0 < scores["lc_tok_bleu"] < 100
+    assert 0 < scores["tokenized_bleu"] < 100

@@ -1,4 +1,4 @@
-"""t2t-attention: a translation's attention, as heat maps or as the
+r"""t2t-attention: a translation's attention, as heat maps or as the
 paper's connection plots (figures 3-5).
 
     t2t-attention --model_dir=runs/multi30k --sentence="A dog runs." \

@@ -1,4 +1,4 @@
-"""t2t-average: average a run's last (or best) N checkpoints into a new
+r"""t2t-average: average a run's last (or best) N checkpoints into a new
 model_dir.
 
     t2t-average --model_dir=runs/base --output_dir=runs/base-avg5 \

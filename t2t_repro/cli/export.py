@@ -1,4 +1,4 @@
-"""t2t-export: write a trained run as a SavedModel for TF Serving, or as a
+r"""t2t-export: write a trained run as a SavedModel for TF Serving, or as a
 CTranslate2 model.
 
     t2t-export --model_dir=runs/multi30k --export_dir=exports/multi30k
@@ -66,6 +66,12 @@ flags.register_multi_flags_validator(
     ["format", "quantization"],
     lambda f: f["quantization"] is None or f["format"] == "ctranslate2",
     message="--quantization is for --format=ctranslate2",
+)
+flags.register_multi_flags_validator(
+    ["format", "version"],
+    lambda f: f["version"] is None or f["format"] == "saved_model",
+    message="--version is for SavedModels (TF Serving's version directories); "
+    "--format=ctranslate2 writes the model into --export_dir itself",
 )
 flags.register_multi_flags_validator(
     ["format", "precision"],

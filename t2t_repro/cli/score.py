@@ -44,6 +44,7 @@ signature).
 """
 
 import dataclasses
+import re
 
 from absl import flags
 
@@ -91,6 +92,10 @@ def make_scorer():
     return Scorer.from_model(model, make_tokenizer(proto), decoding)
 
 
+_NUMBER = r"-?(?:\d+(?:\.\d*)?|inf|nan)"
+_OUTPUT_LINE = re.compile(rf"{_NUMBER}\t\d+\t{_NUMBER}\t{_NUMBER}")
+
+
 def main():
     from t2t_repro.data.text_files import check_parallel_files, numbered_lines
     from t2t_repro.inference.batching import warn_truncated
@@ -114,7 +119,16 @@ def main():
             numbered_lines(FLAGS.src), numbered_lines(FLAGS.tgt)
         )
     )
-    scored, truncated = run_stream(pairs, lines, score, 1, FLAGS.src, "scored", "pairs")
+    scored, truncated = run_stream(
+        pairs,
+        lines,
+        score,
+        1,
+        FLAGS.src,
+        "scored",
+        "pairs",
+        lambda text, _: _OUTPUT_LINE.fullmatch(text) is not None,
+    )
     warn_truncated(
         truncated,
         scored,

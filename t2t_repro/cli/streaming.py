@@ -67,10 +67,12 @@ def count_lines(path):
     return sum(1 for _ in numbered_lines(path))
 
 
-def resume_point(path, lines_per_input):
+def resume_point(path, lines_per_input, line_fits=None):
     """How many inputs the output file `path` holds all lines of (0 if it
     does not exist). Cuts the file after them: a crash can leave a partial
-    line, or part of an input's `lines_per_input` lines."""
+    line, or part of an input's `lines_per_input` lines. DataError if a
+    complete line fails `line_fits(text, input_index)` (0-based): output
+    of other flags, which appending to would mix two formats."""
     if not os.path.exists(path):
         return 0
     complete_lines = keep_bytes = position = 0
@@ -79,6 +81,14 @@ def resume_point(path, lines_per_input):
             position += len(line)
             if line.endswith(b"\n"):
                 complete_lines += 1
+                text = line.decode("utf-8", "replace").rstrip("\r\n")
+                input_index = (complete_lines - 1) // lines_per_input
+                if line_fits is not None and not line_fits(text, input_index):
+                    raise DataError(
+                        f"{path}:{complete_lines}: not a line of the output "
+                        "these flags write; resume with the interrupted run's "
+                        "flags, or drop --resume"
+                    )
                 if complete_lines % lines_per_input == 0:
                     keep_bytes = position
     if keep_bytes < position:
@@ -104,7 +114,9 @@ def _chunks(items, size):
         yield chunk
 
 
-def run_stream(items, total, process, lines_per_input, input_name, verb, unit):
+def run_stream(
+    items, total, process, lines_per_input, input_name, verb, unit, line_fits=None
+):
     """Processes `items`, an iterator of inputs (`total` of them, None if
     unknown), in chunks of --buffer_size, appending each chunk's output
     lines to --output (stdout for -) as UTF-8, flushed, whatever the
@@ -120,13 +132,15 @@ def run_stream(items, total, process, lines_per_input, input_name, verb, unit):
             inputs than it.
         verb, unit: what progress says is done to how many of what
             ("translated", "sentences").
+        line_fits: `line_fits(text, input_index)`, whether a line --resume
+            finds in --output is one these flags write.
 
     Returns:
         (inputs processed by this run, how many of them were truncated).
     """
     from t2t_repro.progress import Progress
 
-    done = resume_point(FLAGS.output, lines_per_input) if FLAGS.resume else 0
+    done = resume_point(FLAGS.output, lines_per_input, line_fits) if FLAGS.resume else 0
     if done:
         skip_done(items, done, FLAGS.output, input_name)
         logging.info(

@@ -1,4 +1,4 @@
-"""t2t-train: train a Transformer from the command line.
+r"""t2t-train: train a Transformer from the command line.
 
     t2t-train --flagfile=flags/multi30k.cfg --model_dir=runs/multi30k
     t2t-train --flagfile=flags/quickstart.cfg --model_dir=runs/mine \
@@ -75,6 +75,8 @@ def fine_tuning_start(run_dir):
         model_run, checkpoint = run_dir, None
     else:
         model_run, checkpoint = fine_tuning.source_of(FLAGS.init_from)
+        if FLAGS.init_optimizer_slots:
+            fine_tuning.check_has_optimizer_slots(checkpoint)
     given = model_flags_given()
     # The size of a SentencePiece model to learn: none is.
     given.pop("vocab_size", None)
@@ -137,7 +139,7 @@ def train_from_flags(startup_log):
             model_config = model_config_from_flags(
                 vocab_size=vocabulary.vocab_size_of(proto)
             )
-        pipeline.check_a_pair_fits(
+        pipeline.check_lengths(
             train_pairs,
             vocabulary.make_tokenizer(proto),
             model_config.max_length,

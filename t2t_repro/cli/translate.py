@@ -36,6 +36,7 @@ translations.
 """
 
 import dataclasses
+import re
 
 from absl import flags
 
@@ -141,6 +142,28 @@ def output_lines(n_best_lists, first_index):
     return [text for text, _ in best]
 
 
+# Written with 6 decimals; any decimal number, -inf or nan is taken (a
+# line may have been edited by hand).
+_SCORE = r"-?(?:\d+(?:\.\d*)?|inf|nan)"
+_N_BEST_LINE = re.compile(rf"(\d+) \|\|\| .* \|\|\| {_SCORE}")
+_SCORED_LINE = re.compile(rf"{_SCORE} \|\|\| ")
+
+
+def output_line_check(n_best, with_scores):
+    """`line_fits(text, input_index)` for `run_stream`: whether `text` is a
+    line `output_lines` writes for input `input_index` (0-based) with
+    these flags (what --resume may append to)."""
+
+    def fits(text, input_index):
+        listed = _N_BEST_LINE.fullmatch(text)
+        if n_best > 1:
+            return listed is not None and int(listed.group(1)) == input_index
+        scored = _SCORED_LINE.match(text) is not None
+        return scored if with_scores else not (scored or listed)
+
+    return fits
+
+
 def main():
     from t2t_repro.data import DataError
     from t2t_repro.data.text_files import numbered_lines
@@ -187,6 +210,7 @@ def main():
         FLAGS.input,
         "translated",
         "sentences",
+        output_line_check(FLAGS.n_best, FLAGS.with_scores),
     )
     warn_truncated(truncated, translated)
 

@@ -2,6 +2,7 @@
 `training_batches`, and the steps it is made of."""
 
 import tensorflow as tf
+from absl import logging
 
 from t2t_repro.config import BOS_ID, PAD_ID
 from t2t_repro.data.vocabulary import truncate_keeping_eos
@@ -44,20 +45,54 @@ def fit_to_max_length(tokenized, max_length, overlong="drop"):
     raise ValueError(f"overlong must be 'drop' or 'truncate', got {overlong!r}")
 
 
-def check_a_pair_fits(pairs, tokenizer, max_length, overlong, name):
-    """Raises DataError unless some pair of `pairs` survives
-    `fit_to_max_length`: otherwise the repeated training input would
-    filter forever and never yield a batch. Stops at the first that fits.
-    """
+def count_overlong(pairs, tokenizer, max_length):
+    """(pairs, pairs with a side over `max_length` subword tokens, EOS
+    included) of `pairs`: one pass, batched."""
+
+    def longest_sides(source, target):
+        return tf.maximum(
+            tokenizer.tokenize(source).row_lengths(),
+            tokenizer.tokenize(target).row_lengths(),
+        )
+
+    def count(totals, longest):
+        total, overlong = totals
+        return (
+            total + tf.size(longest, tf.int64),
+            overlong + tf.math.count_nonzero(longest > max_length),
+        )
+
+    totals = (
+        pairs.batch(_TOKENIZE_BATCH)
+        .map(longest_sides, num_parallel_calls=tf.data.AUTOTUNE)
+        .reduce((tf.constant(0, tf.int64), tf.constant(0, tf.int64)), count)
+    )
+    return tuple(int(value) for value in totals)
+
+
+def check_lengths(pairs, tokenizer, max_length, overlong, name):
+    """Logs how many of `pairs` `fit_to_max_length` drops or cuts, and
+    raises DataError if it would drop them all: the repeated training
+    input would then filter forever and never yield a batch."""
     from t2t_repro.data import DataError
 
-    fitting = fit_to_max_length(tokenize_pairs(pairs, tokenizer), max_length, overlong)
-    if not list(fitting.take(1).as_numpy_iterator()):
+    total, too_long = count_overlong(pairs, tokenizer, max_length)
+    if overlong == "drop" and too_long == total:
         raise DataError(
             f"{name}: no pair fits --max_length={max_length}: every pair has "
             f"a side longer than {max_length} subword tokens (EOS included);"
             " raise --max_length or pass --overlong=truncate"
         )
+    logging.info(
+        "%s: %d of %d pairs have a side over --max_length=%d subword tokens: %s",
+        name,
+        too_long,
+        total,
+        max_length,
+        "left out (--overlong=truncate cuts them instead)"
+        if overlong == "drop"
+        else "cut (--overlong=truncate)",
+    )
 
 
 def bucket_boundaries(max_length, min_length=8, growth=1.1):

@@ -45,20 +45,30 @@ class Corpus:
         return read_trees(self.trees_path)
 
     def check_files(self):
-        """DataError naming the first of its files that is missing: run
-        before training, so that a test set named by mistake fails at
-        once, not after the whole run."""
+        """DataError naming the first problem of its files (missing, not
+        line-aligned, not UTF-8): run before training, so that a test set
+        named by mistake fails at once, not after the whole run."""
         for path in (self.source_path, self.target_path, self.trees_path):
             if path:
                 text_files.check_exists(path)
+        if self.source_path:
+            self.parallel_check  # noqa: B018 (its first read checks both files)
+
+    @functools.cached_property
+    def parallel_check(self):
+        """The `text_files.ParallelFileCheck` of aligned text files: one
+        pass over both, made once."""
+        return text_files.check_parallel_files(self.source_path, self.target_path)
 
     def _parsing_pairs(self):
         from t2t_repro.parsing import parsing_pairs
 
         return parsing_pairs(self.trees)
 
-    def pairs(self):
-        """A tf.data.Dataset of (source, target) strings."""
+    def pairs(self, keep_empty=False):
+        """A tf.data.Dataset of (source, target) strings. Pairs of text
+        files with an empty side are left out, or with `keep_empty` kept (a
+        test set: its translations line up with its source file)."""
         if self.trees_path:
             # A treebank is small (the WSJ's 40k trees): held in memory,
             # and a tensor-slice iterator checkpoints its position.
@@ -66,9 +76,10 @@ class Corpus:
 
             return tf.data.Dataset.from_tensor_slices(self._parsing_pairs())
         if self.source_path:
-            check = text_files.check_parallel_files(self.source_path, self.target_path)
-            logging.info("%s", check.describe())
-            return text_files.text_file_pairs(self.source_path, self.target_path)
+            logging.info("%s", self.parallel_check.describe(keep_empty))
+            return text_files.text_file_pairs(
+                self.source_path, self.target_path, keep_empty
+            )
         return tfds_source.tfds_pairs(
             self.tfds_name,
             self.tfds_split,

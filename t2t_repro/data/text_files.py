@@ -22,11 +22,13 @@ class ParallelFileCheck:
     lines: int
     empty_lines: list  # 1-based line numbers where either side is empty
 
-    def describe(self):
+    def describe(self, kept=False):
+        """One line for the log; `kept`: the pairs with an empty side are
+        kept (`text_file_pairs`), not left out."""
+        what = "kept (an empty source, an empty translation)" if kept else "left out"
         text = (
             f"{self.source_path} / {self.target_path}: {self.lines} "
-            f"lines, {len(self.empty_lines)} pairs with an empty side "
-            "filtered out"
+            f"lines, {len(self.empty_lines)} pairs with an empty side {what}"
         )
         if self.empty_lines:
             shown = ", ".join(map(str, self.empty_lines[:_MAX_REPORTED_LINES]))
@@ -118,14 +120,17 @@ def _line_dataset(path):
     return tf.data.TextLineDataset(path, compression_type=compression)
 
 
-def text_file_pairs(source_path, target_path):
-    """(source, target) string pairs, stripped, empty pairs removed.
+def text_file_pairs(source_path, target_path, keep_empty=False):
+    """(source, target) string pairs, stripped; pairs with an empty side
+    removed unless `keep_empty`.
 
     Call `check_parallel_files` first: this streams the files with tf.data
     and assumes they are valid.
     """
     pairs = tf.data.Dataset.zip(_line_dataset(source_path), _line_dataset(target_path))
     pairs = pairs.map(lambda s, t: (tf.strings.strip(s), tf.strings.strip(t)))
+    if keep_empty:
+        return pairs
     return pairs.filter(
         lambda s, t: tf.logical_and(tf.strings.length(s) > 0, tf.strings.length(t) > 0)
     )

@@ -4,6 +4,7 @@ import io
 import os
 
 import tensorflow as tf
+from absl import logging
 
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from t2t_repro.data import DataError
@@ -25,8 +26,8 @@ def train_sentencepiece(
     written to `model_path` if one is given.
 
     The ids of pad/unk/bos/eos are fixed to those in t2t_repro.config. The
-    vocabulary may come out smaller than `vocab_size` on a small corpus;
-    read the real size with `vocab_size_of`.
+    vocabulary may come out smaller than `vocab_size` on a small corpus (a
+    warning says so); read the real size with `vocab_size_of`.
     """
     import sentencepiece as spm
 
@@ -48,6 +49,14 @@ def train_sentencepiece(
         num_threads=os.cpu_count() or 1,
         minloglevel=2,
     )
+    size = vocab_size_of(model.getvalue())
+    if size < vocab_size:
+        logging.warning(
+            "SentencePiece learned %d pieces, not the %d asked for: the "
+            "sentences hold no more",
+            size,
+            vocab_size,
+        )
     if model_path is not None:
         write_atomically(model_path, model.getvalue())
     return model.getvalue()

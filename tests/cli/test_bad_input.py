@@ -32,6 +32,7 @@ DEFAULT_SUITE = {
     ("eval", "checkpoint does not fit config.json"),
     ("translate", "missing --checkpoint"),
     ("export", "unwritable --export_dir"),
+    ("export", "--version with CTranslate2"),
     ("average", "fewer checkpoints than asked"),
     ("attention", "--layers out of range"),
     ("summary", "impossible model"),

@@ -96,6 +96,8 @@ def test_help_lists_the_tools_own_flags_without_importing_tensorflow(tool):
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.rstrip().endswith("NO TF")
     assert result.stdout.startswith(f"t2t-{tool}:")  # the tool's docstring
+    # An example's continued lines stay lines ("\\" kept, not swallowed).
+    assert not re.search(r"\S {4,}--", result.stdout.split("\nflags:")[0])
     for flag in TOOLS[tool]:
         boolean = flag.replace("--", "--[no]")
         assert flag in result.stdout or boolean in result.stdout, flag

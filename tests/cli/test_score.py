@@ -153,6 +153,26 @@ def test_misaligned_files_are_one_line_naming_the_line(toy_run_dir, tmp_path):
     )
 
 
+def test_resume_refuses_output_that_is_not_scores(toy_run_dir, tmp_path):
+    """Translations in --output (t2t-translate's, say) are not appended to."""
+    (tmp_path / "src").write_text("ein hund\neine katze\n")
+    (tmp_path / "tgt").write_text("a dog\na cat\n")
+    (tmp_path / "out").write_text("-1.000000\t3\t-0.333333\t-1.000000\na cat\n")
+    result = _score_cli(
+        f"--model_dir={toy_run_dir}",
+        f"--src={tmp_path}/src",
+        f"--tgt={tmp_path}/tgt",
+        f"--output={tmp_path}/out",
+        "--resume",
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"t2t-score: error: {tmp_path}/out:2: not a line of the output these "
+        "flags write; resume with the interrupted run's flags, or drop --resume"
+    )
+    assert (tmp_path / "out").read_text().endswith("a cat\n")
+
+
 @pytest.mark.slow  # 85 s here, most of it exporting
 def test_the_saved_models_score_signature_scores_alike(toy_run_dir, scored, tmp_path):
     path = export_saved_model(toy_run_dir, str(tmp_path), warmup_requests=0)

@@ -19,6 +19,7 @@ from helpers.processes import REPO, quiet_environment, run_python
 from helpers.toy_run import toy_pairs
 from t2t_repro.checkpoints import load_model
 from t2t_repro.cli.streaming import resume_point, skip_done
+from t2t_repro.cli.translate import output_line_check
 from t2t_repro.config import EOS_ID, DecodingOptions
 from t2t_repro.data import DataError
 from t2t_repro.data.vocabulary import make_tokenizer, tokenize_sources
@@ -154,6 +155,49 @@ def test_resume_cuts_partial_lines_and_n_best_groups_and_skips_inputs(tmp_path):
         match="^out holds the output of 4 inputs but in has 3: not its output",
     ):
         skip_done(iter(["a", "b", "c"]), 4, "out", "in")
+
+
+@pytest.mark.parametrize(
+    "written, n_best, with_scores",
+    [
+        (b"ein hund\nzwei ||| x\n", 2, False),  # 1-best, resumed as n-best
+        (b"0 ||| a ||| -1.000000\n0 ||| b ||| -2.000000\n", 1, False),
+        (b"-1.000000 ||| a\n", 1, False),  # scored, resumed plain
+        (b"a\n", 1, True),  # plain, resumed with scores
+        # n-best of 3 read as n-best of 2: the third line is input 1's.
+        (b"0 ||| a ||| -1.000000\n0 ||| b ||| -2.000000\n0 ||| c ||| -3.000000\n", 2, False),
+    ],
+)
+def test_resume_refuses_output_of_other_flags_and_keeps_it(
+    tmp_path, written, n_best, with_scores
+):
+    path = tmp_path / "out"
+    path.write_bytes(written)
+    with pytest.raises(DataError, match="not a line of the output these flags write"):
+        resume_point(str(path), n_best, output_line_check(n_best, with_scores))
+    assert path.read_bytes() == written
+
+
+@pytest.mark.parametrize(
+    "written, n_best, with_scores",
+    [
+        (b"ein hund\nzwei hunde\n", 1, False),
+        (
+            b"0 ||| a ||| -1.000000\n0 ||| b ||| -2.000000\n1 ||| c ||| -0.500000\n",
+            2,
+            False,
+        ),
+        (b"-1.000000 ||| a ||| b\n-12.250000 ||| c\n", 1, True),
+    ],
+)
+def test_resume_goes_on_after_output_of_the_same_flags(
+    tmp_path, written, n_best, with_scores
+):
+    path = tmp_path / "out"
+    path.write_bytes(written)
+    lines = written.count(b"\n")
+    check = output_line_check(n_best, with_scores)
+    assert resume_point(str(path), n_best, check) == lines // n_best
 
 
 def _n_best_ids(model_and_tokenizer, beam_size, alpha):

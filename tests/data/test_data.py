@@ -13,6 +13,7 @@ from helpers.batches import report_batches
 from helpers.multi30k_data import multi30k
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
 from t2t_repro.data import DataError, pipeline, text_files, tfds_source, vocabulary
+from t2t_repro.data.sources import Corpus
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +80,37 @@ def test_empty_pairs_are_counted_and_filtered(tmp_path):
     target = _write(tmp_path / "d.de.gz", ["A", "B", "", "D", "E"])
     check = text_files.check_parallel_files(source, target)
     assert check.empty_lines == [2, 3, 5]
-    assert "3 pairs with an empty side filtered out (lines 2, 3, 5)" in check.describe()
+    assert "3 pairs with an empty side left out (lines 2, 3, 5)" in check.describe()
     pairs = list(text_files.text_file_pairs(source, target).as_numpy_iterator())
     assert pairs == [(b"a", b"A"), (b"d", b"D")]
+
+
+def test_a_test_set_keeps_its_empty_pairs_in_line(tmp_path):
+    source = _write(tmp_path / "t.en", ["a", "", "c"])
+    target = _write(tmp_path / "t.de", ["A", "B", ""])
+    corpus = Corpus(source_path=source, target_path=target)
+    assert "2 pairs with an empty side kept" in corpus.parallel_check.describe(True)
+    kept = list(corpus.pairs(keep_empty=True).as_numpy_iterator())
+    assert kept == [(b"a", b"A"), (b"", b"B"), (b"c", b"")]
+    assert list(corpus.pairs().as_numpy_iterator()) == [(b"a", b"A")]
+
+
+@pytest.mark.parametrize(
+    "target_lines, target_raw, error",
+    [
+        (["A", "B"], None, r"t\.de has 2 lines but .*t\.en has 3"),
+        (None, b"A\n\xff\nC\n", r"t\.de:2: not valid UTF-8"),
+    ],
+)
+def test_checking_a_corpus_reads_its_files_through(
+    tmp_path, target_lines, target_raw, error
+):
+    """t2t-train checks its test files before training: not only that
+    they exist, or a misaligned test set would fail after the whole run."""
+    source = _write(tmp_path / "t.en", ["a", "b", "c"])
+    target = _write(tmp_path / "t.de", target_lines, target_raw)
+    with pytest.raises(DataError, match=error):
+        Corpus(source_path=source, target_path=target).check_files()
 
 
 def test_crlf_files_read_like_lf_files(tmp_path):
@@ -113,6 +142,31 @@ def test_a_10000_token_line_is_dropped_or_cut_not_fatal(multi30k_vocab):
     assert widths[-1] == 16
 
 
+def test_overlong_pairs_are_counted_in_the_log(multi30k_vocab, caplog):
+    """The count is sentencepiece's own (an independent tokenizer): pairs
+    with a side over max_length tokens, EOS included."""
+    caplog.set_level("INFO")
+    sources = text_files.read_lines(multi30k("val", "en"))[:700]
+    targets = text_files.read_lines(multi30k("val", "de"))[:700]
+    processor = spm.SentencePieceProcessor(model_proto=multi30k_vocab)
+    longest = [
+        max(len(s), len(t)) + 1
+        for s, t in zip(processor.encode(sources), processor.encode(targets))
+    ]
+    expected = sum(length > 16 for length in longest)
+    assert 0 < expected < 700
+    pairs = tf.data.Dataset.from_tensor_slices((sources, targets))
+    tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
+    pipeline.check_lengths(pairs, tokenizer, 16, "drop", "val")
+    assert f"val: {expected} of 700 pairs have a side over --max_length=16" in (
+        caplog.text
+    )
+    with pytest.raises(DataError, match="val: no pair fits --max_length=1"):
+        pipeline.check_lengths(pairs, tokenizer, 1, "drop", "val")
+    pipeline.check_lengths(pairs, tokenizer, 1, "truncate", "val")
+    assert "700 of 700 pairs have a side over --max_length=1" in caplog.text
+
+
 def test_tf_text_ids_equal_sentencepiece_ids(multi30k_vocab):
     sentences = text_files.read_lines(multi30k("val", "de"))[:300]
     processor = spm.SentencePieceProcessor(model_proto=multi30k_vocab)
@@ -121,6 +175,13 @@ def test_tf_text_ids_equal_sentencepiece_ids(multi30k_vocab):
     assert tokenizer.tokenize(sentences).to_list() == expected
     assert processor.piece_to_id("<pad>") == PAD_ID
     assert processor.id_to_piece(BOS_ID) == "<s>"
+
+
+def test_a_smaller_vocabulary_than_asked_is_logged(caplog):
+    proto = vocabulary.train_sentencepiece(["a dog", "a cat", "the dog"] * 20, 500)
+    size = vocabulary.vocab_size_of(proto)
+    assert size < 500
+    assert f"SentencePiece learned {size} pieces, not the 500 asked for" in caplog.text
 
 
 def test_missing_vocabulary_is_a_clear_error(tmp_path):

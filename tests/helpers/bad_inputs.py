@@ -240,6 +240,13 @@ _ROWS = {
             "{d}/missing.de: no such file",
         ),
         (
+            "test files not line-aligned",
+            _train_on(
+                "three.en", "three.de", "--test_src={d}/three.en --test_tgt={d}/two.de"
+            ),
+            "{d}/two.de has 2 lines but {d}/three.en has 3",
+        ),
+        (
             "TFDS without a direction",
             "--model_dir={m} --tfds_name=wmt14_translate/de-en",
             "--tfds_name=wmt14_translate/de-en needs --source_lang and --target_lang",
@@ -373,6 +380,11 @@ _ROWS = {
             "--quantization without CTranslate2",
             "--model_dir={run} --export_dir={d}/export --quantization=int8",
             "--quantization is for --format=ctranslate2",
+        ),
+        (
+            "--version with CTranslate2",
+            "--model_dir={run} --export_dir={d}/ct2 --format=ctranslate2 --version=3",
+            "--version is for SavedModels (TF Serving's version directories)",
         ),
     ],
     "average": [

@@ -13,7 +13,7 @@ import tensorflow as tf
 from helpers.processes import run_python
 from helpers.toy_run import LEARNABLE, LEARNABLE_STEPS, toy_pairs, toy_trainer
 from t2t_repro import fine_tuning
-from t2t_repro.averaging import newest_checkpoints
+from t2t_repro.averaging import average_checkpoints, newest_checkpoints
 from t2t_repro.checkpoints import latest_checkpoint, load_model
 
 
@@ -166,4 +166,20 @@ def test_cli_fine_tunes_a_copy_and_refuses_another_model(toy_run_dir, tmp_path):
         f"t2t-train: error: --init_from: the model differs from "
         f"{new}/config.json: d_model 64 != 32"
     )
+    # An average (as a best/ checkpoint) holds no Adam moments: refused
+    # before anything is written into the new run directory.
+    average = average_checkpoints(toy_run_dir, str(tmp_path / "average"), 2)
+    refused = _train_cli(
+        tmp_path,
+        f"--init_from={average}",
+        "--init_optimizer_slots",
+        f"--model_dir={tmp_path}/from_average",
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines()[-1] == (
+        f"t2t-train: error: --init_from={average} holds weights only (a best/ "
+        "or averaged checkpoint has no Adam moments): drop "
+        "--init_optimizer_slots, or name a checkpoint of the run itself, RUN/ckpt-N"
+    )
+    assert not list((tmp_path / "from_average").iterdir())
     assert _file_hashes(toy_run_dir) == before
