@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Alternatives to pieces of a training step, each timed against the
+r"""Alternatives to pieces of a training step, each timed against the
 code the model runs, forward and backward, in fp32 and bf16, in turns in
 one process.
 

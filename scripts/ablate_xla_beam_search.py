@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the XLA beam search's cache handling costs: variants of it compiled
+r"""What the XLA beam search's cache handling costs: variants of it compiled
 in one process, then timed in turns over the same batches (machines drift
 within minutes here, so separate runs do not compare).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Translation throughput of one run's checkpoint through every decoder:
+r"""Translation throughput of one run's checkpoint through every decoder:
 the in-process graph (with and without XLA), the SavedModel's
 serving_default (the default export and a --decode_jit_compile one),
 each also in bf16 (--precision=bf16), and CTranslate2 (float32 and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Beam search in 1 and in N searches side by side, in one process.
+r"""Beam search in 1 and in N searches side by side, in one process.
 
     python scripts/bench_parallel_searches.py --model_dir=runs/multi30k \
         [--searches=2] [--xla] [--beam_size=4] [--rounds=4]

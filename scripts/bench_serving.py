@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""First-request latency of a SavedModel with and without its warm-up
+r"""First-request latency of a SavedModel with and without its warm-up
 records, and single-sentence latency, through the Python loader.
 
     python scripts/bench_serving.py --saved_model=exports/multi30k/950 \

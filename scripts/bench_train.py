@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training throughput on real Multi30k batches, against the matmul ceiling.
+r"""Training throughput on real Multi30k batches, against the matmul ceiling.
 
     python scripts/bench_train.py --flagfile=flags/multi30k.cfg \
         --precisions=fp32,bf16 [--bench_steps=20] [--bench_rounds=3] \

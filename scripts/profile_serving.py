@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a SavedModel's serving_default spends its time, op type by op type.
+r"""Where a SavedModel's serving_default spends its time, op type by op type.
 
     python scripts/profile_serving.py --saved_model=exports/multi30k/950 \
         [--input=data/multi30k/test_2016_flickr.en.gz] \

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where a training step spends its time, op type by op type, per precision.
+r"""Where a training step spends its time, op type by op type, per precision.
 
     python scripts/profile_train.py --flagfile=flags/base.cfg \
         [--precisions=fp32,bf16] [--bench_warmup=5] [--bench_steps=3] \

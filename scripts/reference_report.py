@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Collects a finished reference run into one results JSON and a PNG.
+r"""Collects a finished reference run into one results JSON and a PNG.
 
     python scripts/reference_report.py --run_dir=runs/X \
         --average_dir=runs/X/average --eval_dir=results/X \

@@ -177,9 +177,13 @@ def translate_pairs(translator, pairs, progress=False):
     pairs = list(pairs.as_numpy_iterator())
     sources = [s.decode("utf-8") for s, _ in pairs]
     references = [t.decode("utf-8") for _, t in pairs]
-    to_translate = [source for source in sources if source]
+    to_translate = [source for source in sources if source.strip()]
     translated = iter(translator.translate(to_translate, progress=progress))
-    return sources, references, [next(translated) if s else "" for s in sources]
+    return (
+        sources,
+        references,
+        [next(translated) if s.strip() else "" for s in sources],
+    )
 
 
 def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(), progress=False):

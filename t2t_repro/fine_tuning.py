@@ -34,16 +34,18 @@ def source_of(init_from):
     return RunDir(init_from), checkpoint
 
 
-def check_has_optimizer_slots(checkpoint):
-    """ConfigError unless `checkpoint` holds Adam moments: a best/ or
-    averaged checkpoint holds the weights only."""
+def check_has_optimizer_slots(init_from, checkpoint):
+    """ConfigError unless `checkpoint` (what `init_from` names) holds Adam
+    moments: a best/ or averaged checkpoint holds the weights only."""
     if not any(
-        name.startswith("optimizer/") for name, _ in tf.train.list_variables(checkpoint)
+        name.startswith("optimizer/_variables/")
+        for name, _ in tf.train.list_variables(checkpoint)
     ):
         raise ConfigError(
-            f"--init_from={checkpoint} holds weights only (a best/ or averaged "
-            "checkpoint has no Adam moments): drop --init_optimizer_slots, or "
-            "name a checkpoint of the run itself, RUN/ckpt-N"
+            f"--init_from={init_from}: {checkpoint} holds weights only (a best/ "
+            "or averaged checkpoint has no Adam moments): drop "
+            "--init_optimizer_slots, or name a checkpoint of the run itself, "
+            "RUN/ckpt-N"
         )
 
 

@@ -244,3 +244,23 @@ def test_a_test_set_with_empty_lines_is_translated_and_scored_line_by_line():
     assert 0 < scores["sacrebleu"] < 100
     assert 0 < scores["lc_tok_bleu"] < 100
     assert 0 < scores["tokenized_bleu"] < 100
+
+
+def test_score_corpus_keeps_a_test_sets_empty_lines(toy_run_dir, tmp_path):
+    """What t2t-eval and t2t-train write as `.hyp`: a line per source line."""
+    from t2t_repro.checkpoints import load_model
+    from t2t_repro.data.sources import Corpus
+    from t2t_repro.data.vocabulary import make_tokenizer
+    from t2t_repro.evaluation import score_corpus
+
+    model, proto, _ = load_model(toy_run_dir)
+    (tmp_path / "test.src").write_text("ein hund\n\neine katze\n")
+    (tmp_path / "test.tgt").write_text("a dog\nno source\n\n")
+    corpus = Corpus(
+        source_path=str(tmp_path / "test.src"), target_path=str(tmp_path / "test.tgt")
+    )
+    hypotheses, references, scores = score_corpus(model, make_tokenizer(proto), corpus)
+    assert len(hypotheses) == 3 and hypotheses[1] == ""
+    assert hypotheses[0] and hypotheses[2]
+    assert references == ["a dog", "no source", ""]
+    assert scores["sentences"] == 3

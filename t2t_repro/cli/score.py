@@ -50,7 +50,12 @@ from absl import flags
 
 from t2t_repro.cli import common
 from t2t_repro.cli import flags as cli_flags
-from t2t_repro.cli.streaming import define_streaming_flags, run_stream
+from t2t_repro.cli.streaming import (
+    NUMBER,
+    define_streaming_flags,
+    resumed_inputs,
+    run_stream,
+)
 from t2t_repro.config import DecodingOptions
 
 cli_flags.define_checkpoint()
@@ -92,8 +97,7 @@ def make_scorer():
     return Scorer.from_model(model, make_tokenizer(proto), decoding)
 
 
-_NUMBER = r"-?(?:\d+(?:\.\d*)?|inf|nan)"
-_OUTPUT_LINE = re.compile(rf"{_NUMBER}\t\d+\t{_NUMBER}\t{_NUMBER}")
+_OUTPUT_LINE = re.compile(rf"{NUMBER}\t\d+\t{NUMBER}\t{NUMBER}")
 
 
 def main():
@@ -102,6 +106,7 @@ def main():
 
     # Before the model loads: misaligned files fail in seconds.
     lines = check_parallel_files(FLAGS.src, FLAGS.tgt).lines
+    done = resumed_inputs(1, lambda text, _: _OUTPUT_LINE.fullmatch(text) is not None)
     scorer = make_scorer()
 
     def score(pairs, first_index, progress):
@@ -127,7 +132,7 @@ def main():
         FLAGS.src,
         "scored",
         "pairs",
-        lambda text, _: _OUTPUT_LINE.fullmatch(text) is not None,
+        done,
     )
     warn_truncated(
         truncated,

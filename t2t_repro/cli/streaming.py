@@ -18,6 +18,9 @@ from t2t_repro.data import DataError
 
 FLAGS = flags.FLAGS
 STDOUT = "-"
+# A number in an output line: written with 6 decimals, but any decimal
+# number, -inf or nan is taken (a line may have been edited by hand).
+NUMBER = r"-?(?:\d+(?:\.\d*)?|inf|nan)"
 
 
 def define_streaming_flags(output_help):
@@ -85,9 +88,10 @@ def resume_point(path, lines_per_input, line_fits=None):
                 input_index = (complete_lines - 1) // lines_per_input
                 if line_fits is not None and not line_fits(text, input_index):
                     raise DataError(
-                        f"{path}:{complete_lines}: not a line of the output "
-                        "these flags write; resume with the interrupted run's "
-                        "flags, or drop --resume"
+                        f"{path}:{complete_lines}: not a line this run would "
+                        "write (another tool's output, or other flags): resume "
+                        "the interrupted run's --output with its flags, or "
+                        "drop --resume"
                     )
                 if complete_lines % lines_per_input == 0:
                     keep_bytes = position
@@ -114,14 +118,20 @@ def _chunks(items, size):
         yield chunk
 
 
-def run_stream(
-    items, total, process, lines_per_input, input_name, verb, unit, line_fits=None
-):
+def resumed_inputs(lines_per_input, line_fits):
+    """With --resume, how many inputs --output holds the output of (see
+    `resume_point`); else 0. Call before loading a model: output of other
+    flags fails in a second."""
+    if not FLAGS.resume:
+        return 0
+    return resume_point(FLAGS.output, lines_per_input, line_fits)
+
+
+def run_stream(items, total, process, lines_per_input, input_name, verb, unit, done):
     """Processes `items`, an iterator of inputs (`total` of them, None if
     unknown), in chunks of --buffer_size, appending each chunk's output
     lines to --output (stdout for -) as UTF-8, flushed, whatever the
-    locale. With --resume, first skips the inputs whose lines --output
-    holds (see `resume_point`).
+    locale. First skips the `done` inputs whose lines --output holds.
 
     Args:
         process: `process(chunk, first_index, progress)` -> (output lines
@@ -132,15 +142,13 @@ def run_stream(
             inputs than it.
         verb, unit: what progress says is done to how many of what
             ("translated", "sentences").
-        line_fits: `line_fits(text, input_index)`, whether a line --resume
-            finds in --output is one these flags write.
+        done: inputs whose output --output holds (`resumed_inputs`).
 
     Returns:
         (inputs processed by this run, how many of them were truncated).
     """
     from t2t_repro.progress import Progress
 
-    done = resume_point(FLAGS.output, lines_per_input, line_fits) if FLAGS.resume else 0
     if done:
         skip_done(items, done, FLAGS.output, input_name)
         logging.info(

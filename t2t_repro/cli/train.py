@@ -76,7 +76,7 @@ def fine_tuning_start(run_dir):
     else:
         model_run, checkpoint = fine_tuning.source_of(FLAGS.init_from)
         if FLAGS.init_optimizer_slots:
-            fine_tuning.check_has_optimizer_slots(checkpoint)
+            fine_tuning.check_has_optimizer_slots(FLAGS.init_from, checkpoint)
     given = model_flags_given()
     # The size of a SentencePiece model to learn: none is.
     given.pop("vocab_size", None)

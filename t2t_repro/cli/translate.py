@@ -47,7 +47,13 @@ from t2t_repro.cli.flags import (
     define_decoding_flags,
     define_precision,
 )
-from t2t_repro.cli.streaming import count_lines, define_streaming_flags, run_stream
+from t2t_repro.cli.streaming import (
+    NUMBER,
+    count_lines,
+    define_streaming_flags,
+    resumed_inputs,
+    run_stream,
+)
 
 define_checkpoint()
 flags.DEFINE_string(
@@ -142,24 +148,26 @@ def output_lines(n_best_lists, first_index):
     return [text for text, _ in best]
 
 
-# Written with 6 decimals; any decimal number, -inf or nan is taken (a
-# line may have been edited by hand).
-_SCORE = r"-?(?:\d+(?:\.\d*)?|inf|nan)"
-_N_BEST_LINE = re.compile(rf"(\d+) \|\|\| .* \|\|\| {_SCORE}")
-_SCORED_LINE = re.compile(rf"{_SCORE} \|\|\| ")
+_N_BEST_LINE = re.compile(rf"(\d+) \|\|\| .* \|\|\| {NUMBER}")
+_SCORED_LINE = re.compile(rf"{NUMBER} \|\|\|(?: |$)")
 
 
 def output_line_check(n_best, with_scores):
-    """`line_fits(text, input_index)` for `run_stream`: whether `text` is a
-    line `output_lines` writes for input `input_index` (0-based) with
-    these flags (what --resume may append to)."""
+    """`line_fits(text, input_index)` for `resumed_inputs`: whether `text`
+    can be a line `output_lines` writes for input `input_index` (0-based)
+    with these flags (what --resume may append to). A plain translation
+    may look scored by chance, so without --n_best and --with_scores only
+    the first line is held to it: that of a scored or n-best file cannot
+    pass."""
 
     def fits(text, input_index):
         listed = _N_BEST_LINE.fullmatch(text)
         if n_best > 1:
             return listed is not None and int(listed.group(1)) == input_index
         scored = _SCORED_LINE.match(text) is not None
-        return scored if with_scores else not (scored or listed)
+        if with_scores:
+            return scored
+        return input_index > 0 or not (scored or listed)
 
     return fits
 
@@ -184,6 +192,9 @@ def main():
         )
     # Before the model loads: a bad input fails in a second.
     total = count_lines(FLAGS.input)
+    done = resumed_inputs(
+        FLAGS.n_best, output_line_check(FLAGS.n_best, FLAGS.with_scores)
+    )
     translator = make_translator()
 
     limit = translator.max_sentence_bytes
@@ -210,7 +221,7 @@ def main():
         FLAGS.input,
         "translated",
         "sentences",
-        output_line_check(FLAGS.n_best, FLAGS.with_scores),
+        done,
     )
     warn_truncated(truncated, translated)
 

@@ -70,23 +70,33 @@ def count_overlong(pairs, tokenizer, max_length):
     return tuple(int(value) for value in totals)
 
 
+# check_lengths counts at most this many pairs: a pass over a WMT-sized
+# corpus would cost minutes at every start and resume.
+LENGTH_SAMPLE_PAIRS = 200_000
+
+
 def check_lengths(pairs, tokenizer, max_length, overlong, name):
-    """Logs how many of `pairs` `fit_to_max_length` drops or cuts, and
-    raises DataError if it would drop them all: the repeated training
-    input would then filter forever and never yield a batch."""
+    """Logs how many of `pairs` (of the first LENGTH_SAMPLE_PAIRS)
+    `fit_to_max_length` drops or cuts, and raises DataError if it would
+    drop them all: the repeated training input would then filter forever
+    and never yield a batch."""
     from t2t_repro.data import DataError
 
-    total, too_long = count_overlong(pairs, tokenizer, max_length)
-    if overlong == "drop" and too_long == total:
+    fitting = fit_to_max_length(tokenize_pairs(pairs, tokenizer), max_length, overlong)
+    if not list(fitting.take(1).as_numpy_iterator()):  # stops at the first
         raise DataError(
             f"{name}: no pair fits --max_length={max_length}: every pair has "
             f"a side longer than {max_length} subword tokens (EOS included);"
             " raise --max_length or pass --overlong=truncate"
         )
+    total, too_long = count_overlong(
+        pairs.take(LENGTH_SAMPLE_PAIRS), tokenizer, max_length
+    )
     logging.info(
-        "%s: %d of %d pairs have a side over --max_length=%d subword tokens: %s",
+        "%s: %d of %s%d pairs have a side over --max_length=%d subword tokens: %s",
         name,
         too_long,
+        "the first " if total == LENGTH_SAMPLE_PAIRS else "",
         total,
         max_length,
         "left out (--overlong=truncate cuts them instead)"

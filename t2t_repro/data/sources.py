@@ -45,14 +45,18 @@ class Corpus:
         return read_trees(self.trees_path)
 
     def check_files(self):
-        """DataError naming the first problem of its files (missing, not
-        line-aligned, not UTF-8): run before training, so that a test set
-        named by mistake fails at once, not after the whole run."""
+        """DataError naming the first problem of its files (missing; text
+        files not line-aligned or not UTF-8; a tree that does not parse):
+        run before training, so that a test set named by mistake fails at
+        once, not after the whole run. A TFDS split is read when used."""
         for path in (self.source_path, self.target_path, self.trees_path):
             if path:
                 text_files.check_exists(path)
+        # Each property's first read checks its files.
         if self.source_path:
-            self.parallel_check  # noqa: B018 (its first read checks both files)
+            self.parallel_check  # noqa: B018
+        if self.trees_path:
+            self.trees  # noqa: B018
 
     @functools.cached_property
     def parallel_check(self):

@@ -22,10 +22,10 @@ class ParallelFileCheck:
     lines: int
     empty_lines: list  # 1-based line numbers where either side is empty
 
-    def describe(self, kept=False):
-        """One line for the log; `kept`: the pairs with an empty side are
-        kept (`text_file_pairs`), not left out."""
-        what = "kept (an empty source, an empty translation)" if kept else "left out"
+    def describe(self, keep_empty=False):
+        """One line for the log, saying what `text_file_pairs` does with
+        the pairs with an empty side."""
+        what = "kept (scored as they are)" if keep_empty else "left out"
         text = (
             f"{self.source_path} / {self.target_path}: {self.lines} "
             f"lines, {len(self.empty_lines)} pairs with an empty side {what}"
@@ -75,7 +75,8 @@ def check_parallel_files(source_path, target_path):
 
     Mismatched line counts, undecodable bytes and missing or corrupt files
     are errors naming file and line. Pairs with an empty side are counted
-    (they are later filtered out) so that no data is lost silently.
+    (`text_file_pairs` leaves them out of training data) so that no data
+    is lost silently.
     """
     source_lines = numbered_lines(source_path)
     target_lines = numbered_lines(target_path)

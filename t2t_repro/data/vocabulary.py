@@ -22,8 +22,8 @@ def train_sentencepiece(
     character_coverage=1.0,
     seed=0,
 ):
-    """A SentencePiece model trained on `sentences`, serialized; also
-    written to `model_path` if one is given.
+    """A SentencePiece model trained on `sentences` (a list of str),
+    serialized; also written to `model_path` if one is given.
 
     The ids of pad/unk/bos/eos are fixed to those in t2t_repro.config. The
     vocabulary may come out smaller than `vocab_size` on a small corpus (a
@@ -52,10 +52,11 @@ def train_sentencepiece(
     size = vocab_size_of(model.getvalue())
     if size < vocab_size:
         logging.warning(
-            "SentencePiece learned %d pieces, not the %d asked for: the "
-            "sentences hold no more",
+            "SentencePiece learned %d pieces, not the %d asked for: the %d "
+            "sentences it learned from hold no more",
             size,
             vocab_size,
+            len(sentences),
         )
     if model_path is not None:
         write_atomically(model_path, model.getvalue())

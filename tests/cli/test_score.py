@@ -167,8 +167,9 @@ def test_resume_refuses_output_that_is_not_scores(toy_run_dir, tmp_path):
     )
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == (
-        f"t2t-score: error: {tmp_path}/out:2: not a line of the output these "
-        "flags write; resume with the interrupted run's flags, or drop --resume"
+        f"t2t-score: error: {tmp_path}/out:2: not a line this run would write "
+        "(another tool's output, or other flags): resume the interrupted "
+        "run's --output with its flags, or drop --resume"
     )
     assert (tmp_path / "out").read_text().endswith("a cat\n")
 

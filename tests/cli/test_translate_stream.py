@@ -173,7 +173,7 @@ def test_resume_refuses_output_of_other_flags_and_keeps_it(
 ):
     path = tmp_path / "out"
     path.write_bytes(written)
-    with pytest.raises(DataError, match="not a line of the output these flags write"):
+    with pytest.raises(DataError, match="out:[0-9]+: not a line this run would write"):
         resume_point(str(path), n_best, output_line_check(n_best, with_scores))
     assert path.read_bytes() == written
 
@@ -182,6 +182,8 @@ def test_resume_refuses_output_of_other_flags_and_keeps_it(
     "written, n_best, with_scores",
     [
         (b"ein hund\nzwei hunde\n", 1, False),
+        (b"ein hund\n3 ||| x\n", 1, False),  # a translation may look scored
+        (b"-1.0 |||\n", 1, True),  # an empty translation, its space lost
         (
             b"0 ||| a ||| -1.000000\n0 ||| b ||| -2.000000\n1 ||| c ||| -0.500000\n",
             2,

@@ -89,7 +89,9 @@ def test_a_test_set_keeps_its_empty_pairs_in_line(tmp_path):
     source = _write(tmp_path / "t.en", ["a", "", "c"])
     target = _write(tmp_path / "t.de", ["A", "B", ""])
     corpus = Corpus(source_path=source, target_path=target)
-    assert "2 pairs with an empty side kept" in corpus.parallel_check.describe(True)
+    assert "2 pairs with an empty side kept" in corpus.parallel_check.describe(
+        keep_empty=True
+    )
     kept = list(corpus.pairs(keep_empty=True).as_numpy_iterator())
     assert kept == [(b"a", b"A"), (b"", b"B"), (b"c", b"")]
     assert list(corpus.pairs().as_numpy_iterator()) == [(b"a", b"A")]
@@ -165,6 +167,19 @@ def test_overlong_pairs_are_counted_in_the_log(multi30k_vocab, caplog):
         pipeline.check_lengths(pairs, tokenizer, 1, "drop", "val")
     pipeline.check_lengths(pairs, tokenizer, 1, "truncate", "val")
     assert "700 of 700 pairs have a side over --max_length=1" in caplog.text
+
+
+def test_overlong_pairs_of_a_large_corpus_are_counted_in_a_sample(
+    multi30k_vocab, caplog, monkeypatch
+):
+    caplog.set_level("INFO")
+    monkeypatch.setattr(pipeline, "LENGTH_SAMPLE_PAIRS", 300)
+    pairs = tf.data.Dataset.from_tensor_slices(
+        (["a dog runs"] * 500, [" ".join(["hund"] * 40)] * 500)
+    )
+    tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
+    pipeline.check_lengths(pairs, tokenizer, 16, "truncate", "big")
+    assert "big: 300 of the first 300 pairs have a side over" in caplog.text
 
 
 def test_tf_text_ids_equal_sentencepiece_ids(multi30k_vocab):

@@ -171,14 +171,14 @@ def test_cli_fine_tunes_a_copy_and_refuses_another_model(toy_run_dir, tmp_path):
     average = average_checkpoints(toy_run_dir, str(tmp_path / "average"), 2)
     refused = _train_cli(
         tmp_path,
-        f"--init_from={average}",
+        f"--init_from={tmp_path}/average",
         "--init_optimizer_slots",
         f"--model_dir={tmp_path}/from_average",
     )
     assert refused.returncode == 2
     assert refused.stderr.splitlines()[-1] == (
-        f"t2t-train: error: --init_from={average} holds weights only (a best/ "
-        "or averaged checkpoint has no Adam moments): drop "
+        f"t2t-train: error: --init_from={tmp_path}/average: {average} holds weights "
+        "only (a best/ or averaged checkpoint has no Adam moments): drop "
         "--init_optimizer_slots, or name a checkpoint of the run itself, RUN/ckpt-N"
     )
     assert not list((tmp_path / "from_average").iterdir())
