@@ -172,18 +172,11 @@ def format_scores(scores):
 def translate_pairs(translator, pairs, progress=False):
     """(sources, references, translations) of `pairs`, a tf.data.Dataset
     of (source, target) strings, the sources translated by `translator` (a
-    `BatchingTranslator`; with `progress`, reporting how far it got). An
-    empty source's translation is empty."""
+    `BatchingTranslator`; with `progress`, reporting how far it got)."""
     pairs = list(pairs.as_numpy_iterator())
     sources = [s.decode("utf-8") for s, _ in pairs]
     references = [t.decode("utf-8") for _, t in pairs]
-    to_translate = [source for source in sources if source.strip()]
-    translated = iter(translator.translate(to_translate, progress=progress))
-    return (
-        sources,
-        references,
-        [next(translated) if s.strip() else "" for s in sources],
-    )
+    return sources, references, translator.translate(sources, progress=progress)
 
 
 def score_corpus(model, tokenizer, corpus, decoding=DecodingOptions(), progress=False):

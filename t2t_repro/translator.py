@@ -100,6 +100,7 @@ class Translator:
             self.batch_tokens,
             self.max_batch_sentences,
             progress=None,
+            n_best=n_best,
         )
         warn_truncated(truncated, len(sentences))
         if n_best == 1:

@@ -159,6 +159,27 @@ def test_warmup_requests_parse_and_run_through_the_signature(
     assert not os.path.exists(os.path.join(none, "assets.extra"))
 
 
+def test_an_input_of_nothing_but_whitespace_translates_to_nothing(
+    exported, checkpoint_translations
+):
+    """A model decoding from EOS alone would invent a sentence: both
+    signatures answer "" with score 0, as the tools do in this process."""
+    loaded = tf.saved_model.load(exported)
+    inputs = tf.constant(["", " \t ", "ein hund"])
+    served = loaded.signatures["serving_default"](inputs=inputs)
+    assert served["translations"].numpy().tolist()[:2] == [b"", b""]
+    assert served["scores"].numpy().tolist()[:2] == [0.0, 0.0]
+    assert served["translations"].numpy()[2]
+    n_best = loaded.signatures["translate"](
+        inputs=inputs, beam_size=tf.constant(3), alpha=tf.constant(0.6)
+    )
+    assert n_best["translations"].numpy()[:2].tolist() == [[b""] * 3] * 2
+    assert n_best["scores"].numpy()[:2].tolist() == [[0.0] * 3] * 2
+    assert all(n_best["translations"].numpy()[2])
+    translations, scores = checkpoint_translations
+    assert SENTENCES[1] == "" and (translations[1], scores[1]) == ("", 0.0)
+
+
 def test_a_batch_of_zero(exported):
     result = _load_in_fresh_process("tf1", exported, [])
     assert result["translations"] == [] and result["scores"] == []

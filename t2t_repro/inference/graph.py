@@ -26,9 +26,10 @@ class TranslationGraph(tf.Module):
     Signatures (see `signatures`):
         serving_default: `inputs` tf.string `[batch]` -> `translations`
             tf.string `[batch]`, `scores` float32 `[batch]` (log P / length
-            penalty), `truncated` bool `[batch]` (the input had more than
-            max_length subword tokens and was cut; also printed to the
-            server's log), with `decoding`'s beam size and alpha.
+            penalty; an input of nothing but whitespace gets "" and 0),
+            `truncated` bool `[batch]` (the input had more than max_length
+            subword tokens and was cut; also printed to the server's log),
+            with `decoding`'s beam size and alpha.
         translate: `inputs` `[batch]`, `beam_size` int32 scalar, `alpha`
             float32 scalar -> `translations` `[batch, beam_size]`, `scores`
             `[batch, beam_size]`, n-best, best first, and `truncated`
@@ -145,9 +146,10 @@ class TranslationGraph(tf.Module):
                 output_stream=sys.stderr,
             )
         ids, scores = self.decode_ids(source)
+        empty = nothing_to_translate(source)
         return {
-            "translations": self._detokenize(ids),
-            "scores": scores,
+            "translations": tf.where(empty, "", self._detokenize(ids)),
+            "scores": tf.where(empty, 0.0, scores),
             "truncated": truncated,
         }
 
@@ -165,9 +167,10 @@ class TranslationGraph(tf.Module):
         ids, scores = self._n_best(source, beam_size, alpha)
         batch = tf.shape(ids)[0]
         texts = self._detokenize(tf.reshape(ids, [batch * beam_size, -1]))
+        empty = nothing_to_translate(source)[:, tf.newaxis]
         return {
-            "translations": tf.reshape(texts, [batch, beam_size]),
-            "scores": scores,
+            "translations": tf.where(empty, "", tf.reshape(texts, [batch, beam_size])),
+            "scores": tf.where(empty, 0.0, scores),
             "truncated": truncated,
         }
 
@@ -210,6 +213,13 @@ class TranslationGraph(tf.Module):
             "translate": self.translate,
             "score": self.score,
         }
+
+
+def nothing_to_translate(source_ids):
+    """bool `[batch]`: the sources that tokenized to EOS alone (empty or
+    whitespace), whose translation is "" with score 0: decoding from EOS
+    alone, a model invents a sentence."""
+    return sequence_lengths(source_ids) <= 1
 
 
 def target_log_probs(model, source_ids, target_ids):
