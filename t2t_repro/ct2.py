@@ -41,6 +41,7 @@ from t2t_repro.data.vocabulary import (
 )
 from t2t_repro.files import directory_written_whole
 from t2t_repro.inference.batching import BatchingTranslator
+from t2t_repro.inference.graph import nothing_to_translate
 from t2t_repro.inference.threads import cores, threads_per_search
 from t2t_repro.layers.decoder_layer import DecoderLayer
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
@@ -253,7 +254,13 @@ class CTranslate2Translator(BatchingTranslator):
 
     def _translate_batch(self, sentences):
         ids, truncated = tokenize_sources(self.tokenizer, sentences, self.max_length)
-        sources = [[self.tokens[i] for i in row if i] for row in ids.numpy().tolist()]
+        # As TranslationGraph: a source of EOS alone is not decoded.
+        empty = nothing_to_translate(ids).numpy()
+        sources = [
+            [self.tokens[i] for i in row if i]
+            for row, blank in zip(ids.numpy().tolist(), empty)
+            if not blank
+        ]
         beam = self.decoding.beam_size
         # One limit per batch (CTranslate2 has no per-sentence one); batches
         # hold sentences of similar length.
@@ -269,8 +276,9 @@ class CTranslate2Translator(BatchingTranslator):
             # Split into `searches` batches, which the workers run at once.
             max_batch_size=-(-len(sources) // self.searches),
         )
-        texts, scores = [], []
-        for result in results:
+        texts, scores = [[] for _ in empty], [0.0 for _ in empty]
+        decoded = (index for index, blank in enumerate(empty) if not blank)
+        for index, result in zip(decoded, results):
             # With length_penalty 0 a score is the hypothesis' log P (with
             # its EOS if it ended before the limit).
             hypotheses = [
@@ -278,8 +286,8 @@ class CTranslate2Translator(BatchingTranslator):
                 for tokens, log_prob in zip(result.hypotheses, result.scores)
             ]
             tokens, score = gnmt_best(hypotheses, self.decoding.alpha)
-            texts.append([self.ids[t] for t in tokens])
-            scores.append(score)
+            texts[index] = [self.ids[t] for t in tokens]
+            scores[index] = score
         return (
             self.tokenizer.detokenize(
                 tf.ragged.constant(texts, dtype=tf.int32, ragged_rank=1, inner_shape=())

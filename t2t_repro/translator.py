@@ -82,9 +82,10 @@ class Translator:
         penalty ((5 + length) / 6) ** `alpha`. With `n_best` = 1, a list
         of str; with `n_best` > 1 (at most `beam_size`), per sentence a
         list of its `n_best` best (translation, score) pairs, best first,
-        a score being log P(translation) / length penalty. Inputs longer
-        than the model's max_length are cut (keeping EOS); how many is
-        logged.
+        a score being log P(translation) / length penalty. A sentence
+        that tokenizes to nothing (empty, whitespace) is not decoded: "",
+        score 0. Inputs longer than the model's max_length are cut
+        (keeping EOS); how many is logged.
         """
         if not 1 <= n_best <= beam_size:
             raise ValueError(
@@ -100,7 +101,6 @@ class Translator:
             self.batch_tokens,
             self.max_batch_sentences,
             progress=None,
-            n_best=n_best,
         )
         warn_truncated(truncated, len(sentences))
         if n_best == 1:

@@ -181,6 +181,18 @@ def test_trained_model_greedy_ids_and_beam_translations_agree(toy_run_dir, toy_c
     np.testing.assert_allclose(their_scores, our_scores, atol=CT2_SCORE_ATOL)
 
 
+def test_an_input_with_nothing_to_translate_is_not_decoded(toy_ct2):
+    """As the SavedModel answers it (tests/test_serving.py): "", score 0,
+    in its place among decoded sentences, or in a batch of nothing else."""
+    translator = CTranslate2Translator(toy_ct2, DecodingOptions(beam_size=4))
+    texts, scores = translator.translate_with_scores(
+        ["ein hund", "", " \t ", "\ufeff", "eine katze"]
+    )
+    assert texts[1:4] == ["", "", ""] and scores[1:4] == [0.0, 0.0, 0.0]
+    assert texts[0] and texts[4] and scores[0] < 0 and scores[4] < 0
+    assert translator.translate_with_scores(["", "\ufeff"]) == (["", ""], [0.0, 0.0])
+
+
 def _cpu_has_vnni(cpuinfo="/proc/cpuinfo"):
     """Whether the CPU multiplies int8 with VNNI (AVX-512 or AVX) or AMX."""
     with open(cpuinfo, encoding="utf-8") as handle:

@@ -43,6 +43,11 @@ flags.DEFINE_enum(
 flags.DEFINE_string("output_prefix", "attention", "PNG path prefix.")
 define_decoding_flags()
 flags.mark_flags_as_required(["model_dir", "sentence"])
+flags.register_validator(
+    "sentence",
+    lambda text: text is None or bool(text.strip()),
+    message="nothing to translate (empty), so no attention to draw",
+)
 FLAGS = flags.FLAGS
 
 

@@ -132,6 +132,7 @@ def train_from_flags(startup_log):
             model_run, init_checkpoint = fine_tuning_start(run_dir)
             proto, model_config = model_run.load_vocabulary(), model_run.load_config()
         else:
+            model_config_from_flags()  # an impossible model fails first
             proto = run_dir.existing_or_new_vocabulary(
                 vocabulary_trainer(train_corpus),
                 distribution.is_chief(strategy),

@@ -60,25 +60,16 @@ def count_true(flags):
     return int(tf.reduce_sum(tf.cast(flags, tf.int32)))
 
 
-def n_best_in_order(
-    translate_batch, sentences, batch_tokens, max_sentences, progress, n_best=1
-):
+def n_best_in_order(translate_batch, sentences, batch_tokens, max_sentences, progress):
     """(results, truncated) of `sentences` (a list of str) translated in
     batches of similar length by `translate_batch`, which takes a
-    `tf.string` batch and returns (translations, scores) `[batch, n_best]`
-    and truncated `[batch]` tensors: per sentence, in order, its `n_best`
-    (translation, score) pairs, and how many inputs were truncated.
-
-    A sentence with nothing but whitespace is not decoded: its `n_best`
-    pairs are ("", 0.0), as a `TranslationGraph` answers it (a model
-    decoding from EOS alone would invent a sentence)."""
-    to_decode = [i for i, sentence in enumerate(sentences) if sentence.strip()]
-    if progress is not None and len(to_decode) < len(sentences):
-        progress.update(len(sentences) - len(to_decode))
+    `tf.string` batch and returns (translations, scores) `[batch, k]` and
+    truncated `[batch]` tensors: per sentence, in order, its k
+    (translation, score) pairs, and how many inputs were truncated."""
 
     def process(batch):
         texts, scores, truncated = translate_batch(
-            tf.constant([sentences[to_decode[i]] for i in batch], tf.string)
+            tf.constant([sentences[i] for i in batch], tf.string)
         )
         return (
             [
@@ -91,17 +82,13 @@ def n_best_in_order(
             count_true(truncated),
         )
 
-    decoded, truncated = in_order_by_length(
-        [len(sentences[i].split()) + 1 for i in to_decode],
+    return in_order_by_length(
+        [len(s.split()) + 1 for s in sentences],
         batch_tokens,
         max_sentences,
         process,
         progress,
     )
-    results = [[("", 0.0)] * n_best for _ in sentences]
-    for index, result in zip(to_decode, decoded):
-        results[index] = result
-    return results, truncated
 
 
 def signature_n_best(translate, sentences, beam_size, alpha, n_best):
@@ -181,7 +168,6 @@ class BatchingTranslator:
             self.decoding.batch_tokens,
             self._max_batch_sentences(),
             progress,
-            n_best,
         )
 
     def translate_with_scores(self, sentences, progress=False):

@@ -270,7 +270,8 @@ _ROWS = {
         ),
         (
             "no pair fits --max_length",
-            _train_on("three.en", "three.de", "--max_length=1"),
+            # A vocabulary the 6 sentences fill: no warning before the error.
+            _train_on("three.en", "three.de", "--max_length=1 --vocab_size=20"),
             "{d}/three.en: no pair fits --max_length=1",
         ),
         (
@@ -414,6 +415,11 @@ _ROWS = {
             "--queries out of range",
             "--model_dir={run} '--sentence=a b' --style=lines --queries=40",
             "--queries=40: [40] out of range; its encoder_self attention",
+        ),
+        (
+            "empty --sentence",
+            "--model_dir={run} '--sentence= '",
+            "flag --sentence= : nothing to translate (empty), so no attention",
         ),
     ],
     "summary": [
