@@ -254,7 +254,8 @@ class CTranslate2Translator(BatchingTranslator):
 
     def _translate_batch(self, sentences):
         ids, truncated = tokenize_sources(self.tokenizer, sentences, self.max_length)
-        # As TranslationGraph: a source of EOS alone is not decoded.
+        # As TranslationGraph answers it: a source of EOS alone gets "",
+        # score 0 (and is not decoded here).
         empty = nothing_to_translate(ids).numpy()
         sources = [
             [self.tokens[i] for i in row if i]

@@ -83,9 +83,9 @@ class Translator:
         of str; with `n_best` > 1 (at most `beam_size`), per sentence a
         list of its `n_best` best (translation, score) pairs, best first,
         a score being log P(translation) / length penalty. A sentence
-        that tokenizes to nothing (empty, whitespace) is not decoded: "",
-        score 0. Inputs longer than the model's max_length are cut
-        (keeping EOS); how many is logged.
+        that tokenizes to nothing (empty, whitespace) gets "", score 0.
+        Inputs longer than the model's max_length are cut (keeping EOS);
+        how many is logged.
         """
         if not 1 <= n_best <= beam_size:
             raise ValueError(

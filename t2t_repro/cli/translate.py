@@ -25,8 +25,8 @@ Output, one of:
   --n_best=K      INDEX ||| TRANSLATION ||| SCORE    K lines per input
 With --n_best (K <= --beam_size), INDEX is the input's 0-based line number
 and an input's K lines are K different hypotheses (different subword
-sequences; two may detokenize alike), best first (K empty ones for an
-input with nothing to translate, which is not decoded); the first is the
+sequences; two may detokenize alike), best first (K empty ones, score 0,
+for an input with nothing to translate); the first is the
 translation the default output has. (The Moses n-best format without its
 feature field; --with_scores is OpenNMT-tf's.)
 SCORE is what beam search ranks by: log P(translation), summed over its

@@ -26,7 +26,7 @@ class TranslationGraph(tf.Module):
     Signatures (see `signatures`):
         serving_default: `inputs` tf.string `[batch]` -> `translations`
             tf.string `[batch]`, `scores` float32 `[batch]` (log P / length
-            penalty; an input of nothing but whitespace gets "" and 0),
+            penalty; an input that tokenizes to EOS alone gets "" and 0),
             `truncated` bool `[batch]` (the input had more than max_length
             subword tokens and was cut; also printed to the server's log),
             with `decoding`'s beam size and alpha.
