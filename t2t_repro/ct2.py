@@ -277,7 +277,8 @@ class CTranslate2Translator(BatchingTranslator):
             # Split into `searches` batches, which the workers run at once.
             max_batch_size=-(-len(sources) // self.searches),
         )
-        texts, scores = [[] for _ in empty], [0.0 for _ in empty]
+        texts: list[list[int]] = [[] for _ in empty]
+        scores = [0.0 for _ in empty]
         decoded = (index for index, blank in enumerate(empty) if not blank)
         for index, result in zip(decoded, results):
             # With length_penalty 0 a score is the hypothesis' log P (with
