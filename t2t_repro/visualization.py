@@ -150,12 +150,17 @@ def figure_png(figure):
 
 
 def translation_ids(translator, sentence):
-    """The translator's output ids for one sentence, EOS included."""
+    """The translator's output ids for one sentence, EOS included. Raises
+    ValueError for a sentence with nothing to translate (see
+    `nothing_to_translate`)."""
     import tensorflow as tf
 
     from t2t_repro.config import PAD_ID
+    from t2t_repro.inference.graph import nothing_to_translate
 
     graph = translator.graph
     source, _ = graph.source_ids(tf.constant([sentence]))
+    if nothing_to_translate(source)[0]:
+        raise ValueError(f"{sentence!r}: nothing to translate (no subword tokens)")
     ids, _ = graph.decode_ids(source)
     return [int(i) for i in ids[0].numpy() if i != PAD_ID]

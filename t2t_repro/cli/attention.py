@@ -43,11 +43,6 @@ flags.DEFINE_enum(
 flags.DEFINE_string("output_prefix", "attention", "PNG path prefix.")
 define_decoding_flags()
 flags.mark_flags_as_required(["model_dir", "sentence"])
-flags.register_validator(
-    "sentence",
-    lambda text: text is None or bool(text.strip()),
-    message="nothing to translate (empty), so no attention to draw",
-)
 FLAGS = flags.FLAGS
 
 
@@ -83,7 +78,10 @@ def main():
 
     model, proto, _ = load_model(FLAGS.model_dir, FLAGS.checkpoint)
     translator = ModelTranslator(model, make_tokenizer(proto), decoding_from_flags())
-    output = translation_ids(translator, FLAGS.sentence)
+    try:
+        output = translation_ids(translator, FLAGS.sentence)
+    except ValueError as error:
+        raise app.UsageError(f"--sentence={error}; no attention to draw") from error
     maps = attention_maps(model, translator.tokenizer, FLAGS.sentence, output)
     heads = _parse_indices(FLAGS.heads, model.config.num_heads, "heads")
     for kind in KINDS:

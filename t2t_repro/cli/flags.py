@@ -524,7 +524,7 @@ def define_precision():
         list(config_lib.DECODING_PRECISIONS),
         "Decode with float32 weights and matmuls, or bf16 ones (softmax, "
         "LayerNorm and scores computed in float32): faster where bf16 "
-        "matmuls are much faster (CPUs with AMX), at some rounding of "
+        "matmuls are faster (AMX, avx512_bf16), at some rounding of "
         "the scores; auto: bf16 where this machine's bf16 matmuls run "
         f"at least {config_lib.BF16_DECODING_SPEEDUP:g}x float32, "
         "measured at start-up "

@@ -260,7 +260,7 @@ def test_n_best_lists_on_stdout_are_distinct_hypotheses_best_first(
     for sentence, translation in enumerate(reference[0]):
         lines = rows[3 * sentence : 3 * sentence + 3]
         if not SOURCES[sentence]:
-            # Not decoded, so not the search's hypotheses (made up from EOS).
+            # "" and 0, not the search's hypotheses (made up from EOS).
             assert [line[1:] for line in lines] == [["", "0.000000"]] * 3
             continue
         hypotheses = [_up_to_eos(row) for row in ids[sentence, :3]]

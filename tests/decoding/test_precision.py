@@ -31,7 +31,7 @@ def test_a_bf16_copy_holds_the_weights_rounded_and_fp32_is_the_model(toy_run_dir
 
 
 @pytest.mark.parametrize(
-    "speedup, expected", [(4.7, "bf16"), (3.0, "bf16"), (2.0, "fp32"), (0.6, "fp32")]
+    "speedup, expected", [(4.7, "bf16"), (1.8, "bf16"), (1.4, "fp32"), (0.6, "fp32")]
 )
 def test_auto_follows_the_measured_bf16_speedup(monkeypatch, speedup, expected):
     monkeypatch.setattr(precision, "matmul_speedup", lambda dtype, device: speedup)

@@ -419,7 +419,7 @@ _ROWS = {
         (
             "empty --sentence",
             "--model_dir={run} '--sentence= '",
-            "flag --sentence= : nothing to translate (empty), so no attention",
+            "--sentence=' ': nothing to translate (no subword tokens); no attention",
         ),
     ],
     "summary": [
