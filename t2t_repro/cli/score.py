@@ -44,14 +44,13 @@ signature).
 """
 
 import dataclasses
-import re
 
 from absl import flags
 
 from t2t_repro.cli import common
 from t2t_repro.cli import flags as cli_flags
 from t2t_repro.cli.streaming import (
-    NUMBER,
+    SCORE_LINE,
     define_streaming_flags,
     resumed_inputs,
     run_stream,
@@ -97,16 +96,13 @@ def make_scorer():
     return Scorer.from_model(model, make_tokenizer(proto), decoding)
 
 
-_OUTPUT_LINE = re.compile(rf"{NUMBER}\t\d+\t{NUMBER}\t{NUMBER}")
-
-
 def main():
     from t2t_repro.data.text_files import check_parallel_files, numbered_lines
     from t2t_repro.inference.batching import warn_truncated
 
     # Before the model loads: misaligned files fail in seconds.
     lines = check_parallel_files(FLAGS.src, FLAGS.tgt).lines
-    done = resumed_inputs(1, lambda text, _: _OUTPUT_LINE.fullmatch(text) is not None)
+    done = resumed_inputs(1, lambda text, _: SCORE_LINE.fullmatch(text) is not None)
     scorer = make_scorer()
 
     def score(pairs, first_index, progress):

@@ -10,6 +10,7 @@ nor the library's TensorFlow modules: `--help` must stay fast.
 
 import itertools
 import os
+import re
 import sys
 
 from absl import flags, logging
@@ -21,6 +22,8 @@ STDOUT = "-"
 # A number in an output line: written with 6 decimals, but any decimal
 # number, -inf or nan is taken (a line may have been edited by hand).
 NUMBER = r"-?(?:\d+(?:\.\d*)?|inf|nan)"
+# A line of t2t-score's output: LOG_PROB, TOKENS, PER_TOKEN, SCORE.
+SCORE_LINE = re.compile(rf"{NUMBER}\t\d+\t{NUMBER}\t{NUMBER}")
 
 
 def define_streaming_flags(output_help):

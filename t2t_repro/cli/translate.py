@@ -50,6 +50,7 @@ from t2t_repro.cli.flags import (
 )
 from t2t_repro.cli.streaming import (
     NUMBER,
+    SCORE_LINE,
     count_lines,
     define_streaming_flags,
     resumed_inputs,
@@ -158,8 +159,8 @@ def output_line_check(n_best, with_scores):
     can be a line `output_lines` writes for input `input_index` (0-based)
     with these flags (what --resume may append to). A plain translation
     may look scored by chance, so without --n_best and --with_scores only
-    the first line is held to it: that of a scored or n-best file cannot
-    pass."""
+    the first line is held to it: that of a scored, n-best or t2t-score
+    file cannot pass."""
 
     def fits(text, input_index):
         listed = _N_BEST_LINE.fullmatch(text)
@@ -168,7 +169,7 @@ def output_line_check(n_best, with_scores):
         scored = _SCORED_LINE.match(text) is not None
         if with_scores:
             return scored
-        return input_index > 0 or not (scored or listed)
+        return input_index > 0 or not (scored or listed or SCORE_LINE.fullmatch(text))
 
     return fits
 

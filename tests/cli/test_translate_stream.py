@@ -164,6 +164,7 @@ def test_resume_cuts_partial_lines_and_n_best_groups_and_skips_inputs(tmp_path):
         (b"0 ||| a ||| -1.000000\n0 ||| b ||| -2.000000\n", 1, False),
         (b"-1.000000 ||| a\n", 1, False),  # scored, resumed plain
         (b"a\n", 1, True),  # plain, resumed with scores
+        (b"-3.250000\t4\t-0.812500\t-2.718543\n", 1, False),  # t2t-score's
         # n-best of 3 read as n-best of 2: the third line is input 1's.
         (b"0 ||| a ||| -1.0\n0 ||| b ||| -2.0\n0 ||| c ||| -3.0\n", 2, False),
     ],
