@@ -144,8 +144,12 @@ class DevEvaluator:
     def _write_attention_images(self, model, sentence):
         """The last layer's heads on `sentence` (the first dev sentence,
         so that images compare across steps): one image per head, large
-        enough to read every piece."""
-        ids = translation_ids(self._translator, sentence)
+        enough to read every piece; none if it has nothing to translate
+        (characters the vocabulary drops, which the data checks keep)."""
+        try:
+            ids = translation_ids(self._translator, sentence)
+        except ValueError:
+            return
         maps = attention_maps(model, self.tokenizer, sentence, ids)
         for kind in KINDS:
             weights, queries, keys = maps[kind]
