@@ -103,3 +103,17 @@ def train_learnable_run(model_dir):
     )
     trainer.train()
     return trainer
+
+
+def learnable_run_evaluator(run_dir, dev_pairs, model_dir):
+    """(model, DevEvaluator on `dev_pairs`) of a `train_learnable_run`
+    directory, the evaluator bound to the model by one translation of
+    `dev_pairs` (as an evaluation starts)."""
+    from t2t_repro.checkpoints import load_model
+
+    model, proto, _ = load_model(run_dir)
+    evaluator = DevEvaluator(
+        dev_pairs, proto, LEARNABLE.max_length, TrainingOptions(model_dir=model_dir)
+    )
+    evaluator.translations(model)
+    return model, evaluator

@@ -7,11 +7,8 @@ import re
 
 import pytest
 
-from helpers.toy_run import LEARNABLE, toy_pairs, toy_trainer
-from t2t_repro.checkpoints import load_model
-from t2t_repro.config import TrainingOptions
+from helpers.toy_run import learnable_run_evaluator, toy_pairs, toy_trainer
 from t2t_repro.progress import Progress
-from t2t_repro.training.evaluator import DevEvaluator
 from t2t_repro.training.metrics import format_duration, log_line
 
 
@@ -99,12 +96,5 @@ def test_toy_run_logs_the_step_of_the_total_and_the_eta(tmp_path, caplog):
 def test_dev_evaluation_reports_sentences_done_and_their_rate(
     toy_run_dir, tmp_path, capsys
 ):
-    model, proto, _ = load_model(toy_run_dir)
-    evaluator = DevEvaluator(
-        toy_pairs().take(8),
-        proto,
-        LEARNABLE.max_length,
-        TrainingOptions(model_dir=str(tmp_path)),
-    )
-    evaluator.translations(model)
+    learnable_run_evaluator(toy_run_dir, toy_pairs().take(8), str(tmp_path))
     assert re.search(r"translated 8/8 sentences, [\d.]+/s", capsys.readouterr().err)

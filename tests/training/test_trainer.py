@@ -10,14 +10,13 @@ import numpy as np
 import tensorflow as tf
 
 from helpers.margins import teacher_forced_margins
-from helpers.toy_run import LEARNABLE, SMALL, toy_pairs, toy_trainer
+from helpers.toy_run import SMALL, learnable_run_evaluator, toy_pairs, toy_trainer
 from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.checkpoints import load_model
-from t2t_repro.config import DecodingOptions, TrainingOptions
+from t2t_repro.config import DecodingOptions
 from t2t_repro.data.pipeline import bucket_boundaries
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.inference.translators import ModelTranslator
-from t2t_repro.training.evaluator import DevEvaluator
 
 
 def test_the_toy_run_learns_every_pair_with_a_margin(toy_run_dir):
@@ -81,14 +80,9 @@ def test_no_attention_images_for_a_dev_sentence_with_nothing_to_translate(
     """A byte order mark alone passes the data checks (it is not
     whitespace) but tokenizes to nothing: no images, and no error that
     would stop training."""
-    model, proto, _ = load_model(toy_run_dir)
-    evaluator = DevEvaluator(
-        toy_pairs().take(2),
-        proto,
-        LEARNABLE.max_length,
-        TrainingOptions(model_dir=str(tmp_path)),
+    model, evaluator = learnable_run_evaluator(
+        toy_run_dir, toy_pairs().take(2), str(tmp_path)
     )
-    evaluator.translations(model)  # as an evaluation does first
     for name, sentence in [("nothing", "\ufeff"), ("something", "ein hund")]:
         with tf.summary.create_file_writer(str(tmp_path / name)).as_default(step=1):
             evaluator._write_attention_images(model, sentence)
