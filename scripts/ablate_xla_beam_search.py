@@ -109,6 +109,9 @@ def main(_):
             for ids in batches:
                 search(ids).numpy()
             rates[variant].append(len(lines) / (time.perf_counter() - start))
+    from bench_matmul import describe_cpu
+
+    print(describe_cpu())
     for variant, values in rates.items():
         print(
             f"{variant}: median {statistics.median(values):.1f} "

@@ -60,6 +60,9 @@ def main(argv):
     else:
         tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads)
     threads = tf.config.threading.get_intra_op_parallelism_threads()
+    from bench_matmul import describe_cpu
+
+    print(describe_cpu())
     print(f"{threads or 'default'} intra-op threads", flush=True)
 
     sentences = sorted(read_lines(FLAGS.input), key=lambda line: -len(line.split()))

@@ -92,7 +92,7 @@ def main(argv):
     if FLAGS.child:
         print(json.dumps(_child(FLAGS.child, FLAGS.saved_model, sentences, threads)))
         return
-    from bench_matmul import matmul_ceiling
+    from bench_matmul import cpu_description, describe_cpu, matmul_ceiling
 
     ceiling = matmul_ceiling(sizes=(2048,))
     results = []
@@ -105,6 +105,7 @@ def main(argv):
             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
         )
         results.append(json.loads(child.stdout.splitlines()[-1]))
+    print(describe_cpu())
     print(
         f"{FLAGS.saved_model}: first request of {FLAGS.first_batch} "
         f"sentences, then {FLAGS.requests} single sentences, "
@@ -122,6 +123,7 @@ def main(argv):
         with open(FLAGS.json, "w", encoding="utf-8") as handle:
             json.dump(
                 {
+                    "cpu": cpu_description(),
                     "results": results,
                     "intra_op_threads": threads,
                     "matmul_gflops": ceiling,

@@ -18,6 +18,7 @@ import collections
 import time
 
 from absl import app, flags
+from bench_matmul import describe_cpu
 from serving_threads import intra_op_threads
 
 flags.DEFINE_string("saved_model", None, "A t2t-export version directory.")
@@ -76,6 +77,7 @@ def main(argv):
                     micros[_op_type(node)] += node.all_end_rel_micros
                     counts[_op_type(node)] += 1
     total = sum(micros.values())
+    print(describe_cpu())
     print(
         f"{FLAGS.saved_model}: {FLAGS.batches} requests of {FLAGS.batch} "
         f"sentences, {threads or 'default'} intra-op threads, traced wall "

@@ -34,6 +34,7 @@ from absl import app, flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_train  # noqa: E402  (defines --precisions, --bench_warmup...)
+from bench_matmul import describe_cpu  # noqa: E402
 
 flags.DEFINE_integer("top", 30, "Op types listed.")
 flags.DEFINE_string(
@@ -117,6 +118,7 @@ def main(argv):
             results[precision] = profile(precision, proto, pairs, directory, strategy)
     per_step = 1e3 * FLAGS.bench_steps  # microseconds -> ms per step
     columns = "".join(f"{p:>12}" for p in results)
+    print(describe_cpu())
     print(f"ms per step      {columns}")
     print(
         f"{'wall':16} "
