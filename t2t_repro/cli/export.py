@@ -8,8 +8,9 @@ CTranslate2 model.
 writes `exports/multi30k/<version>/` (TF Serving's layout; the version is the
 checkpoint's step unless --version is given), with warm-up requests in
 `assets.extra/` that the model server replays before it serves. Its `serving_default`
-signature maps `inputs` (tf.string [batch]) to `translations` and `scores`;
-tokenization and detokenization are tensorflow-text ops in the graph.
+signature maps `inputs` (tf.string [batch]) to `translations`, `scores` and
+`truncated`; the `translate` (n-best) and `score` signatures are there too.
+Tokenization and detokenization are tensorflow-text ops in the graph.
 --format=ctranslate2 (the `[ct2]` extra) writes a CTranslate2 model
 directory to --export_dir itself, for `t2t-translate --ctranslate2=DIR`.
 """
