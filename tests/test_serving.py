@@ -358,6 +358,37 @@ def test_the_docs_rest_calls_are_answered_as_tf_serving_answers(exported):
     assert set(columns["outputs"]) == {"translations", "scores", "truncated"}
 
 
+# The docs' calls of the other signatures: `curl -d '{"signature_name": ...`.
+_DOC_SIGNATURE_CALL = re.compile(
+    r"^curl -d '(?P<body>\{\"signature_name\".+)' \\$", re.M
+)
+
+
+def test_the_docs_calls_of_translate_and_score_are_answered(exported):
+    with open(SERVING_DOC, encoding="utf-8") as doc:
+        bodies = [
+            json.loads(m["body"]) for m in _DOC_SIGNATURE_CALL.finditer(doc.read())
+        ]
+    assert [body["signature_name"] for body in bodies] == ["translate", "score"]
+    outputs = {
+        body["signature_name"]: json.loads(
+            rest_api.predict(_loaded(exported), json.dumps(body))
+        )["outputs"]
+        for body in bodies
+    }
+    beam = bodies[0]["inputs"]["beam_size"]
+    assert set(outputs["translate"]) == {"translations", "scores", "truncated"}
+    assert [len(row) for row in outputs["translate"]["translations"]] == [beam]
+    assert [len(row) for row in outputs["translate"]["scores"]] == [beam]
+    assert set(outputs["score"]) == {
+        "log_probs",
+        "scores",
+        "target_tokens",
+        "truncated",
+    }
+    assert all(len(values) == 1 for values in outputs["score"].values())
+
+
 def _translate_cli(*flags, stdin=None):
     return run_python(
         ["-m", "t2t_repro.cli", "translate", "--progress=false", *flags], stdin=stdin
