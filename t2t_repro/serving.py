@@ -19,6 +19,7 @@ from t2t_repro.config import (
 from t2t_repro.data.vocabulary import load_sentencepiece, make_tokenizer
 from t2t_repro.decoding.precision import in_precision
 from t2t_repro.files import directory_written_whole
+from t2t_repro.inference.exports import write_export_decoding
 from t2t_repro.inference.graph import TranslationGraph
 
 # Where TF Serving looks for warm-up records (at most 1000 are replayed).
@@ -180,6 +181,7 @@ def export_saved_model(
     # must never see half a model.
     with directory_written_whole(path) as partial:
         tf.saved_model.save(module, partial, signatures=module.signatures())
+        write_export_decoding(partial, decoding)
         if warmup_requests:
             write_warmup_requests(module, partial, warmup_requests)
     logging.info(

@@ -115,3 +115,54 @@ def test_t2t_translate_keeps_the_default_threads_only_where_xla_runs(
         )
         assert result.returncode == 0, result.stderr
         assert expected in result.stderr, (flags, result.stderr[-2000:])
+
+
+def test_t2t_translate_sizes_its_threads_for_the_searches_an_export_runs(
+    toy_run_dir, tmp_path
+):
+    # The export's graph holds its --decode_parallel_searches; t2t-translate
+    # --saved_model gives each op that many searches' share of the cores.
+    export_dir = tmp_path / "export"
+    exported = run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "export",
+            f"--model_dir={toy_run_dir}",
+            f"--export_dir={export_dir}",
+            "--warmup_requests=0",
+            "--decode_parallel_searches=1",
+            "--beam_size=3",
+        ]
+    )
+    assert exported.returncode == 0, exported.stderr
+    (version,) = export_dir.iterdir()
+    recorded = json.loads((version / "assets.extra" / "t2t_decoding.json").read_text())
+    assert (recorded["parallel_searches"], recorded["beam_size"]) == (1, 3)
+    source = tmp_path / "source.txt"
+    source.write_text("a small dog\n")
+
+    def translate(*flags):
+        return run_python(
+            [
+                "-m",
+                "t2t_repro.cli",
+                "translate",
+                f"--saved_model={version}",
+                f"--input={source}",
+                "--verbosity=1",
+                *flags,
+            ],
+            env={"TF_NUM_INTRAOP_THREADS": ""},
+        )
+
+    result = translate()
+    assert result.returncode == 0, result.stderr
+    expected = f"decoding threads per op: {threads_per_search(1)} (1 searches"
+    assert expected in result.stderr, result.stderr[-2000:]
+    refused = translate("--decode_parallel_searches=2")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"t2t-translate: error: --decode_parallel_searches=2: {version} was "
+        "exported with --decode_parallel_searches=1, which its graph holds"
+    )

@@ -156,7 +156,7 @@ def test_warmup_requests_parse_and_run_through_the_signature(
         len(sentence.encode("utf-8")) <= 40 for sentence in sentences
     )
     none = export_saved_model(toy_run_dir, str(tmp_path), warmup_requests=0)
-    assert not os.path.exists(os.path.join(none, "assets.extra"))
+    assert not os.path.exists(os.path.join(none, WARMUP_FILE))
 
 
 def test_an_input_with_nothing_to_translate_translates_to_nothing(

@@ -56,6 +56,7 @@ from t2t_repro.cli.streaming import (
     resumed_inputs,
     run_stream,
 )
+from t2t_repro.config import ConfigError
 
 define_checkpoint()
 flags.DEFINE_string(
@@ -174,6 +175,32 @@ def output_line_check(n_best, with_scores):
     return fits
 
 
+def threads_decoding():
+    """The `DecodingOptions` this process's threads are sized for."""
+    decoding = decoding_from_flags()
+    if FLAGS.model_dir:
+        # XLA decodes only a run's best translations: n-best lists run the
+        # graph's decoder.
+        return dataclasses.replace(
+            decoding, jit_compile=decoding.jit_compile and FLAGS.n_best == 1
+        )
+    from t2t_repro.inference.exports import export_decoding
+
+    # An export runs the searches it was written with, in its `translate`
+    # signature, which is never XLA-compiled.
+    exported = export_decoding(FLAGS.saved_model, decoding).parallel_searches
+    if (
+        FLAGS["decode_parallel_searches"].present
+        and FLAGS.decode_parallel_searches != exported
+    ):
+        raise ConfigError(
+            f"--decode_parallel_searches={FLAGS.decode_parallel_searches}: "
+            f"{FLAGS.saved_model} was exported with --decode_parallel_searches="
+            f"{exported}, which its graph holds"
+        )
+    return dataclasses.replace(decoding, parallel_searches=exported, jit_compile=False)
+
+
 def main():
     from t2t_repro.data import DataError
     from t2t_repro.data.text_files import numbered_lines
@@ -181,17 +208,7 @@ def main():
     from t2t_repro.inference.threads import use_decoding_threads
 
     if not FLAGS.ctranslate2:  # which sets its own threads
-        decoding = decoding_from_flags()
-        # XLA decodes only a run's best translations: n-best lists, and
-        # an export's `translate` signature, run the graph's decoder.
-        use_decoding_threads(
-            dataclasses.replace(
-                decoding,
-                jit_compile=decoding.jit_compile
-                and FLAGS.model_dir is not None
-                and FLAGS.n_best == 1,
-            )
-        )
+        use_decoding_threads(threads_decoding())
     # Before the model loads: a bad input fails in a second.
     total = count_lines(FLAGS.input)
     done = resumed_inputs(
