@@ -64,7 +64,8 @@ class Translator:
     def from_run(cls, model_dir, checkpoint=None, precision=None):
         """A t2t-train run directory's latest checkpoint, or `checkpoint`:
         a path like MODEL_DIR/ckpt-950, or a run directory of its own
-        such as t2t-average's MODEL_DIR/average."""
+        such as the MODEL_DIR/average that
+        t2t-train --average_last writes."""
         model, proto, _ = model_and_vocabulary(model_dir, checkpoint=checkpoint)
         return cls.from_model(model, proto, precision)
 

@@ -5,6 +5,12 @@ import json
 import pytest
 
 from helpers.processes import run_python
+from t2t_repro.config import ConfigError, DecodingOptions
+from t2t_repro.inference.exports import (
+    DECODING_FILE,
+    translate_decoding,
+    write_export_decoding,
+)
 from t2t_repro.inference.threads import threads_per_search
 
 _REPORT = """
@@ -166,3 +172,42 @@ def test_t2t_translate_sizes_its_threads_for_the_searches_an_export_runs(
         f"t2t-translate: error: --decode_parallel_searches=2: {version} was "
         "exported with --decode_parallel_searches=1, which its graph holds"
     )
+
+
+def test_an_exports_translate_signature_runs_its_own_searches_without_xla(tmp_path):
+    exported = DecodingOptions(parallel_searches=3, extra_length=7, jit_compile=True)
+    write_export_decoding(str(tmp_path), exported)
+    mine = DecodingOptions(beam_size=2, jit_compile=True)
+    decoding = translate_decoding(str(tmp_path), mine)
+    assert decoding == DecodingOptions(beam_size=2, parallel_searches=3, extra_length=7)
+    with pytest.raises(ConfigError) as refused:
+        translate_decoding(str(tmp_path), mine, given=["extra_length"])
+    assert str(refused.value) == (
+        f"--extra_decode_length=50: {tmp_path} was exported with "
+        "--extra_decode_length=7, which its graph holds"
+    )
+
+
+def test_an_export_that_records_nothing_decodes_as_asked(tmp_path):
+    # An export written before assets.extra/t2t_decoding.json existed.
+    mine = DecodingOptions(parallel_searches=3, jit_compile=True)
+    decoding = translate_decoding(str(tmp_path), mine, given=["parallel_searches"])
+    assert decoding == DecodingOptions(parallel_searches=3)
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("{", "not JSON"),
+        ('{"extra_length": 50}', "parallel_searches None is not a count"),
+        ('{"extra_length": 50, "parallel_searches": "2"}', "'2' is not a count"),
+    ],
+)
+def test_a_corrupt_decoding_record_is_one_line(tmp_path, text, problem):
+    path = tmp_path / DECODING_FILE
+    path.parent.mkdir()
+    path.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        translate_decoding(str(tmp_path))
+    assert str(refused.value).startswith(f"{path}: corrupt (")
+    assert problem in str(refused.value)

@@ -7,9 +7,11 @@ CTranslate2 model.
 
 writes `exports/multi30k/<version>/` (TF Serving's layout; the version is the
 checkpoint's step unless --version is given), with warm-up requests in
-`assets.extra/` that the model server replays before it serves. Its `serving_default`
-signature maps `inputs` (tf.string [batch]) to `translations`, `scores` and
-`truncated`; the `translate` (n-best) and `score` signatures are there too.
+`assets.extra/` that the model server replays before it serves, and the
+decoding settings its graph holds in `assets.extra/t2t_decoding.json`.
+Its `serving_default` signature maps `inputs` (tf.string [batch]) to
+`translations`, `scores` and `truncated`; the `translate` (n-best) and
+`score` signatures are there too.
 Tokenization and detokenization are tensorflow-text ops in the graph.
 --format=ctranslate2 (the `[ct2]` extra) writes a CTranslate2 model
 directory to --export_dir itself, for `t2t-translate --ctranslate2=DIR`.

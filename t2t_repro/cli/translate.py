@@ -56,7 +56,7 @@ from t2t_repro.cli.streaming import (
     resumed_inputs,
     run_stream,
 )
-from t2t_repro.config import ConfigError
+from t2t_repro.config import DecodingOptions, flag_name
 
 define_checkpoint()
 flags.DEFINE_string(
@@ -178,27 +178,20 @@ def output_line_check(n_best, with_scores):
 def threads_decoding():
     """The `DecodingOptions` this process's threads are sized for."""
     decoding = decoding_from_flags()
-    if FLAGS.model_dir:
+    if FLAGS.saved_model is None:
         # XLA decodes only a run's best translations: n-best lists run the
         # graph's decoder.
         return dataclasses.replace(
             decoding, jit_compile=decoding.jit_compile and FLAGS.n_best == 1
         )
-    from t2t_repro.inference.exports import export_decoding
+    from t2t_repro.inference.exports import translate_decoding
 
-    # An export runs the searches it was written with, in its `translate`
-    # signature, which is never XLA-compiled.
-    exported = export_decoding(FLAGS.saved_model, decoding).parallel_searches
-    if (
-        FLAGS["decode_parallel_searches"].present
-        and FLAGS.decode_parallel_searches != exported
-    ):
-        raise ConfigError(
-            f"--decode_parallel_searches={FLAGS.decode_parallel_searches}: "
-            f"{FLAGS.saved_model} was exported with --decode_parallel_searches="
-            f"{exported}, which its graph holds"
-        )
-    return dataclasses.replace(decoding, parallel_searches=exported, jit_compile=False)
+    given = [
+        field.name
+        for field in dataclasses.fields(DecodingOptions)
+        if FLAGS[flag_name(field)].present
+    ]
+    return translate_decoding(FLAGS.saved_model, decoding, given)
 
 
 def main():

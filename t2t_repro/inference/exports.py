@@ -8,12 +8,13 @@ import os
 
 import tensorflow as tf
 
-from t2t_repro.config import ConfigError
+from t2t_repro.config import ConfigError, DecodingOptions, flag_name
+from t2t_repro.files import read_json_object
 
-# How the export's serving_default decodes, beside the SavedModel (TF
-# Serving reads nothing in assets.extra/ but its warm-up file): a tool
-# reads it before TensorFlow starts, to give each op of a decoding process
-# its search's share of the cores.
+# The decoding settings an export's graph holds, beside it (TF Serving reads
+# its warm-up file and saved_model_config.pb from assets.extra/, nothing
+# else): a tool reads them before TensorFlow starts, to give each op of a
+# decoding process its search's share of the cores.
 DECODING_FILE = os.path.join("assets.extra", "t2t_decoding.json")
 _RECORDED_DECODING = (
     "beam_size",
@@ -22,29 +23,48 @@ _RECORDED_DECODING = (
     "parallel_searches",
     "jit_compile",
 )
+# What the `translate` signature holds (a request gives beam size and alpha).
+_TRANSLATE_BUILT_IN = ("extra_length", "parallel_searches")
 
 
 def write_export_decoding(path, decoding):
-    """Records `decoding`'s (`DecodingOptions`) fields that the graph
+    """Records the fields of `decoding` (`DecodingOptions`) that the graph
     written to `path` holds."""
+    recorded = {name: getattr(decoding, name) for name in _RECORDED_DECODING}
     tf.io.gfile.makedirs(os.path.join(path, os.path.dirname(DECODING_FILE)))
     with tf.io.gfile.GFile(os.path.join(path, DECODING_FILE), "w") as handle:
-        recorded = {name: getattr(decoding, name) for name in _RECORDED_DECODING}
         json.dump(recorded, handle)
 
 
-def export_decoding(path, decoding):
-    """`decoding` with the fields the export at `path` was written with
-    (unchanged if it records none: an export older than its
-    assets.extra/t2t_decoding.json)."""
+def translate_decoding(path, decoding=DecodingOptions(), given=()):
+    """`decoding` as the export at `path` runs it in its `translate`
+    signature, which t2t-translate --saved_model and
+    `Translator.from_saved_model` call: with the export's --extra_decode_length
+    and --decode_parallel_searches, never XLA-compiled. For
+    `use_decoding_threads`; reads a file, runs no TensorFlow op.
+
+    `given`: the fields a user set; one that differs from the export's is
+    a ConfigError naming its flag. An export written before DECODING_FILE
+    existed records nothing, and `decoding`'s own values stand."""
+    decoding = dataclasses.replace(decoding, jit_compile=False)
     file_path = os.path.join(path, DECODING_FILE)
     if not tf.io.gfile.exists(file_path):
         return decoding
-    with tf.io.gfile.GFile(file_path) as handle:
-        recorded = json.load(handle)
-    return dataclasses.replace(
-        decoding, **{name: recorded[name] for name in _RECORDED_DECODING}
-    )
+    recorded = read_json_object(file_path)
+    fields = {field.name: field for field in dataclasses.fields(DecodingOptions)}
+    built_in = {}
+    for name in _TRANSLATE_BUILT_IN:
+        value = recorded.get(name)
+        if type(value) is not int:
+            raise ConfigError(f"{file_path}: corrupt ({name} {value!r} is not a count)")
+        if name in given and value != getattr(decoding, name):
+            flag = flag_name(fields[name])
+            raise ConfigError(
+                f"--{flag}={getattr(decoding, name)}: {path} was exported "
+                f"with --{flag}={value}, which its graph holds"
+            )
+        built_in[name] = value
+    return dataclasses.replace(decoding, **built_in)
 
 
 def load_export(path):

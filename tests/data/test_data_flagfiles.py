@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from helpers.processes import REPO
 from t2t_repro.data.fetch import multi30k_files
 
 _FETCHED = {file.name for file in multi30k_files()}
@@ -22,7 +23,9 @@ def _flags(path):
     return values
 
 
-@pytest.mark.parametrize("path", sorted(glob.glob("flags/data/multi30k_*.cfg")))
+@pytest.mark.parametrize(
+    "path", sorted(glob.glob(os.path.join(REPO, "flags/data/multi30k_*.cfg")))
+)
 def test_a_data_flagfile_names_the_fetched_files_of_its_languages(path):
     source, target = os.path.basename(path)[len("multi30k_") : -len(".cfg")].split("_")
     values = _flags(path)
@@ -34,7 +37,8 @@ def test_a_data_flagfile_names_the_fetched_files_of_its_languages(path):
 
 
 def test_docs_training_lists_every_data_flagfile():
-    with open("docs/training.md", encoding="utf-8") as handle:
+    with open(os.path.join(REPO, "docs/training.md"), encoding="utf-8") as handle:
         page = handle.read()
-    for path in glob.glob("flags/data/*.cfg"):
-        assert f"| `{path}` |" in page, path
+    for path in glob.glob(os.path.join(REPO, "flags/data/*.cfg")):
+        name = os.path.relpath(path, REPO)
+        assert f"| `{name}` |" in page, name
