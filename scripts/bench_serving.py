@@ -88,7 +88,7 @@ def main(argv):
     from t2t_repro.data.text_files import read_lines
 
     sentences = read_lines(FLAGS.input)[: FLAGS.first_batch + FLAGS.requests]
-    threads = intra_op_threads()
+    threads = intra_op_threads(FLAGS.saved_model)
     if FLAGS.child:
         print(json.dumps(_child(FLAGS.child, FLAGS.saved_model, sentences, threads)))
         return

@@ -51,7 +51,7 @@ def main(argv):
     requests = [
         sentences[i * FLAGS.batch : (i + 1) * FLAGS.batch] for i in range(FLAGS.batches)
     ]
-    threads = intra_op_threads()
+    threads = intra_op_threads(FLAGS.saved_model)
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads)
     with tf.compat.v1.Session(graph=tf.Graph(), config=config) as session:
         meta_graph = tf.compat.v1.saved_model.loader.load(
