@@ -79,13 +79,8 @@ def test_the_decoding_tools_set_their_threads_before_tensorflow_starts(
         assert result.returncode == 0, result.stderr
 
 
-def test_t2t_translate_keeps_the_default_threads_only_where_xla_runs(
-    toy_run_dir, tmp_path
-):
-    # XLA decodes a run's best translations only: an n-best list, or an
-    # export's `translate` signature, runs the graph's decoder, which is
-    # limited to its share of the cores whatever --decode_jit_compile says.
-    export_dir = tmp_path / "export"
+def _export(toy_run_dir, export_dir, *flags):
+    """The version directory `t2t-export` writes for the toy run."""
     exported = run_python(
         [
             "-m",
@@ -94,10 +89,37 @@ def test_t2t_translate_keeps_the_default_threads_only_where_xla_runs(
             f"--model_dir={toy_run_dir}",
             f"--export_dir={export_dir}",
             "--warmup_requests=0",
+            *flags,
         ]
     )
     assert exported.returncode == 0, exported.stderr
     (version,) = export_dir.iterdir()
+    return version
+
+
+def _translate(source, *flags):
+    """t2t-translate of `source`, its debug log on stderr, with
+    TF_NUM_INTRAOP_THREADS unset as a user runs it."""
+    return run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "translate",
+            f"--input={source}",
+            "--verbosity=1",
+            *flags,
+        ],
+        env={"TF_NUM_INTRAOP_THREADS": ""},
+    )
+
+
+def test_t2t_translate_keeps_the_default_threads_only_where_xla_runs(
+    toy_run_dir, tmp_path
+):
+    # XLA decodes a run's best translations only: an n-best list, or an
+    # export's `translate` signature, runs the graph's decoder, which is
+    # limited to its share of the cores whatever --decode_jit_compile says.
+    version = _export(toy_run_dir, tmp_path / "export")
     source = tmp_path / "source.txt"
     source.write_text("a small dog\n")
     limited = f"decoding threads per op: {threads_per_search(2)} "
@@ -106,18 +128,8 @@ def test_t2t_translate_keeps_the_default_threads_only_where_xla_runs(
         ([f"--model_dir={toy_run_dir}", "--n_best=2"], limited),
         ([f"--saved_model={version}"], limited),
     ):
-        result = run_python(
-            [
-                "-m",
-                "t2t_repro.cli",
-                "translate",
-                f"--input={source}",
-                "--decode_jit_compile",
-                "--decode_parallel_searches=2",
-                "--verbosity=1",
-                *flags,
-            ],
-            env={"TF_NUM_INTRAOP_THREADS": ""},
+        result = _translate(
+            source, "--decode_jit_compile", "--decode_parallel_searches=2", *flags
         )
         assert result.returncode == 0, result.stderr
         assert expected in result.stderr, (flags, result.stderr[-2000:])
@@ -128,45 +140,23 @@ def test_t2t_translate_sizes_its_threads_for_the_searches_an_export_runs(
 ):
     # The export's graph holds its --decode_parallel_searches; t2t-translate
     # --saved_model gives each op that many searches' share of the cores.
-    export_dir = tmp_path / "export"
-    exported = run_python(
-        [
-            "-m",
-            "t2t_repro.cli",
-            "export",
-            f"--model_dir={toy_run_dir}",
-            f"--export_dir={export_dir}",
-            "--warmup_requests=0",
-            "--decode_parallel_searches=1",
-            "--beam_size=3",
-        ]
+    version = _export(
+        toy_run_dir,
+        tmp_path / "export",
+        "--decode_parallel_searches=1",
+        "--beam_size=3",
     )
-    assert exported.returncode == 0, exported.stderr
-    (version,) = export_dir.iterdir()
     recorded = json.loads((version / "assets.extra" / "t2t_decoding.json").read_text())
     assert (recorded["parallel_searches"], recorded["beam_size"]) == (1, 3)
     source = tmp_path / "source.txt"
     source.write_text("a small dog\n")
-
-    def translate(*flags):
-        return run_python(
-            [
-                "-m",
-                "t2t_repro.cli",
-                "translate",
-                f"--saved_model={version}",
-                f"--input={source}",
-                "--verbosity=1",
-                *flags,
-            ],
-            env={"TF_NUM_INTRAOP_THREADS": ""},
-        )
-
-    result = translate()
+    result = _translate(source, f"--saved_model={version}")
     assert result.returncode == 0, result.stderr
     expected = f"decoding threads per op: {threads_per_search(1)} (1 searches"
     assert expected in result.stderr, result.stderr[-2000:]
-    refused = translate("--decode_parallel_searches=2")
+    refused = _translate(
+        source, f"--saved_model={version}", "--decode_parallel_searches=2"
+    )
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == (
         f"t2t-translate: error: --decode_parallel_searches=2: {version} was "
