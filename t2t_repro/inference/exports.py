@@ -1,6 +1,8 @@
-"""A t2t-export SavedModel loaded for translating or scoring, and the
-check that the flags a tool runs it with are within the limits it was
-exported with (it would refuse every request otherwise)."""
+"""A t2t-export SavedModel loaded for translating or scoring; the check
+that the flags a tool runs it with are within the limits it was exported
+with (it would refuse every request otherwise); and the record of the
+decoding settings its graph holds, which a tool reads before TensorFlow
+starts."""
 
 import dataclasses
 import json
