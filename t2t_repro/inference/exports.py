@@ -33,8 +33,9 @@ def write_export_decoding(path, decoding):
     """Records the fields of `decoding` (`DecodingOptions`) that the graph
     written to `path` holds."""
     recorded = {name: getattr(decoding, name) for name in _RECORDED_DECODING}
-    tf.io.gfile.makedirs(os.path.join(path, os.path.dirname(DECODING_FILE)))
-    with tf.io.gfile.GFile(os.path.join(path, DECODING_FILE), "w") as handle:
+    file_path = os.path.join(path, DECODING_FILE)
+    tf.io.gfile.makedirs(os.path.dirname(file_path))
+    with tf.io.gfile.GFile(file_path, "w") as handle:
         json.dump(recorded, handle)
 
 
