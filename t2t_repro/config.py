@@ -19,6 +19,7 @@ import dataclasses
 import math
 from typing import ClassVar
 
+import numpy
 import sacrebleu
 
 # Fixed ids of the shared SentencePiece vocabulary (see data/vocabulary.py).
@@ -135,9 +136,15 @@ class Settings:
     __dataclass_fields__: ClassVar[dict[str, dataclasses.Field]]
 
     def __post_init__(self):
-        values = {
-            field.name: getattr(self, field.name) for field in dataclasses.fields(self)
-        }
+        values = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            # A NumPy scalar (a value read from an array) becomes its Python
+            # value: the settings are written as JSON, which has no NumPy types.
+            if isinstance(value, numpy.generic):
+                value = value.item()
+                object.__setattr__(self, field.name, value)
+            values[field.name] = value
         self.check(values, self.combination_problems())
 
     def combination_problems(self):

@@ -1,8 +1,11 @@
 """A setting out of its bounds is refused with one message, the same in
 Python (its settings class) and as a flag (one line, exit status 2)."""
 
+import dataclasses
+import json
 import math
 
+import numpy
 import pytest
 
 from helpers.processes import run_python
@@ -38,3 +41,12 @@ def test_a_setting_out_of_bounds_is_one_error_in_python_and_as_a_flag(
     )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"t2t-{tool}: error: {refused.value}"]
+
+
+def test_numpy_scalars_become_python_values_that_json_writes():
+    # Settings are written as JSON (config.json, an export's decoding record).
+    decoding = DecodingOptions(beam_size=numpy.int64(5), alpha=numpy.float32(1.5))
+    assert type(decoding.beam_size) is int and type(decoding.alpha) is float
+    assert json.loads(json.dumps(dataclasses.asdict(decoding)))["beam_size"] == 5
+    with pytest.raises(ConfigError, match="--beam_size=0 must be"):
+        DecodingOptions(beam_size=numpy.int64(0))
