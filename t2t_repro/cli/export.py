@@ -17,7 +17,9 @@ Tokenization and detokenization are tensorflow-text ops in the graph.
 directory to --export_dir itself, for `t2t-translate --ctranslate2=DIR`.
 """
 
-from absl import flags
+import dataclasses
+
+from absl import flags, logging
 
 from t2t_repro.cli import common
 from t2t_repro.cli.flags import (
@@ -28,7 +30,13 @@ from t2t_repro.cli.flags import (
     define_settings,
     settings_from_flags,
 )
-from t2t_repro.config import CT2_QUANTIZATIONS, DEFAULT_WARMUP_REQUESTS, ServingLimits
+from t2t_repro.config import (
+    CT2_QUANTIZATIONS,
+    DEFAULT_WARMUP_REQUESTS,
+    DecodingOptions,
+    ServingLimits,
+    flag_name,
+)
 
 define_checkpoint()
 flags.DEFINE_string("export_dir", None, "Base directory of the model's versions.")
@@ -85,9 +93,30 @@ flags.register_multi_flags_validator(
 FLAGS = flags.FLAGS
 
 
+def _saved_model_flags_given():
+    """The given flags that only a SavedModel holds: a CTranslate2 model is
+    weights and vocabulary; its translator takes the decoding settings."""
+    names = [
+        flag_name(field)
+        for settings in (DecodingOptions, ServingLimits)
+        for field in dataclasses.fields(settings)
+    ]
+    return [name for name in [*names, "warmup_requests"] if FLAGS[name].present]
+
+
 def main():
     if FLAGS.format == "ctranslate2":
         from t2t_repro.ct2 import export_ctranslate2
+
+        ignored = _saved_model_flags_given()
+        if ignored:
+            # A warning, not an error: flagfiles such as flags/reference.cfg
+            # set the decoding flags for every tool.
+            logging.warning(
+                "%s: not part of a CTranslate2 model, ignored; give the decoding "
+                "flags to t2t-translate --ctranslate2",
+                ", ".join(f"--{name}" for name in ignored),
+            )
 
         print(
             export_ctranslate2(
