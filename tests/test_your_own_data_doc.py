@@ -146,7 +146,9 @@ def run_page(directory, flags_dir=FLAGS_DIR):
             env=quiet_environment(),
             capture_output=True,
             text=True,
-            timeout=300,
+            # Each command takes seconds alone; an overloaded CI machine
+            # (two test workers and their TensorFlow threads) runs it far slower.
+            timeout=900,
         )
         assert result.returncode == 0, (
             f"{command}\nexit {result.returncode}\n{result.stderr[-3000:]}"
