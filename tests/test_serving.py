@@ -15,7 +15,7 @@ import tensorflow as tf
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from helpers import rest_api
+from helpers import prediction_service, rest_api
 from helpers.margins import translated_with_a_margin
 from helpers.processes import HELPERS, REPO, run_python
 from helpers.toy_run import LEARNABLE_STEPS
@@ -387,6 +387,26 @@ def test_the_docs_calls_of_translate_and_score_are_answered(exported):
         "truncated",
     }
     assert all(len(values) == 1 for values in outputs["score"].values())
+
+
+_DOC_GRPC_CLIENT = re.compile(
+    r"```python\n(?P<script>[^`]*?prediction_service_pb2_grpc.*?)```", re.S
+)
+
+
+def test_the_docs_grpc_client_is_answered(exported):
+    with open(SERVING_DOC, encoding="utf-8") as doc:
+        (script,) = [m["script"] for m in _DOC_GRPC_CLIENT.finditer(doc.read())]
+    sentences = json.loads(re.search(r"^sentences = (\[.*\])$", script, re.M)[1])
+    expected = _serving_default(exported)(inputs=tf.constant(sentences))
+    with prediction_service.serving("multi30k", exported) as address:
+        assert script.count('"localhost:8500"') == 1
+        result = run_python(["-c", script.replace("localhost:8500", address)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == [
+        *(t.decode("utf-8") for t in expected["translations"].numpy()),
+        "(1, 3)",
+    ]
 
 
 def _translate_cli(*flags, stdin=None):
