@@ -17,9 +17,9 @@ the checks every setting shares come first.
 
 import dataclasses
 import math
+import sys
 from typing import ClassVar
 
-import numpy
 import sacrebleu
 
 # Fixed ids of the shared SentencePiece vocabulary (see data/vocabulary.py).
@@ -136,12 +136,15 @@ class Settings:
     __dataclass_fields__: ClassVar[dict[str, dataclasses.Field]]
 
     def __post_init__(self):
+        # Not imported here: the tools' --help does not wait for NumPy, and
+        # a NumPy value exists only once something imported it.
+        numpy = sys.modules.get("numpy")
         values = {}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             # A NumPy scalar (a value read from an array) becomes its Python
             # value: the settings are written as JSON, which has no NumPy types.
-            if isinstance(value, numpy.generic):
+            if numpy is not None and isinstance(value, numpy.generic):
                 value = value.item()
                 object.__setattr__(self, field.name, value)
             values[field.name] = value

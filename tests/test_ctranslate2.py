@@ -227,8 +227,7 @@ def test_export_and_translate_flags(toy_run_dir, tmp_path):
     source = tmp_path / "source.txt"
     sources, _ = _toy_sources_and_references()
     source.write_text("".join(s + "\n" for s in sources[:8]), "utf-8")
-    # --beam_size is a SavedModel's (a CTranslate2 translator takes it).
-    for name, flags in [("fp32", ["--beam_size=5"]), ("int8", ["--quantization=int8"])]:
+    for name, flags in [("fp32", []), ("int8", ["--quantization=int8"])]:
         export = run_python(
             [
                 "-m",
@@ -241,10 +240,6 @@ def test_export_and_translate_flags(toy_run_dir, tmp_path):
             ]
         )
         assert export.returncode == 0, export.stderr[-3000:]
-        warned = (
-            "--beam_size: not part of a CTranslate2 model, ignored" in export.stderr
-        )
-        assert warned == (name == "fp32"), export.stderr[-3000:]
     int8 = CTranslate2Translator(str(tmp_path / "int8")).translator
     assert int8.compute_type.startswith("int8"), int8.compute_type
     # Exactly: float32 on the toy run's training sources, which it

@@ -399,8 +399,8 @@ def test_the_docs_grpc_client_is_answered(exported):
         (script,) = [m["script"] for m in _DOC_GRPC_CLIENT.finditer(doc.read())]
     sentences = json.loads(re.search(r"^sentences = (\[.*\])$", script, re.M)[1])
     expected = _serving_default(exported)(inputs=tf.constant(sentences))
+    assert script.count('"localhost:8500"') == 1
     with prediction_service.serving("multi30k", exported) as address:
-        assert script.count('"localhost:8500"') == 1
         result = run_python(["-c", script.replace("localhost:8500", address)])
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == [

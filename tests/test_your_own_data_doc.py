@@ -15,6 +15,8 @@ import re
 import shlex
 import subprocess
 
+import pytest
+
 from helpers.processes import REPO, quiet_environment
 
 PAGE = os.path.join(REPO, "docs", "your_own_data.md")
@@ -148,7 +150,7 @@ def run_page(directory, flags_dir=FLAGS_DIR):
             text=True,
             # Each command takes seconds alone; an overloaded CI machine
             # (two test workers and their TensorFlow threads) runs it far slower.
-            timeout=900,
+            timeout=600,
         )
         assert result.returncode == 0, (
             f"{command}\nexit {result.returncode}\n{result.stderr[-3000:]}"
@@ -157,6 +159,7 @@ def run_page(directory, flags_dir=FLAGS_DIR):
     return results
 
 
+@pytest.mark.timeout(2400)  # the page's commands, each up to 600 s
 def test_the_page_takes_a_new_language_pair_to_an_exported_model(tmp_path):
     write_corpus(str(tmp_path))
     translated = exported = 0

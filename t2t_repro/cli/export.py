@@ -19,7 +19,7 @@ directory to --export_dir itself, for `t2t-translate --ctranslate2=DIR`.
 
 import dataclasses
 
-from absl import flags, logging
+from absl import flags
 
 from t2t_repro.cli import common
 from t2t_repro.cli.flags import (
@@ -33,6 +33,7 @@ from t2t_repro.cli.flags import (
 from t2t_repro.config import (
     CT2_QUANTIZATIONS,
     DEFAULT_WARMUP_REQUESTS,
+    ConfigError,
     DecodingOptions,
     ServingLimits,
     flag_name,
@@ -93,30 +94,40 @@ flags.register_multi_flags_validator(
 FLAGS = flags.FLAGS
 
 
+# The decoding flags a SavedModel's graph holds; the rest of
+# DecodingOptions (--decode_batch_tokens, --sacrebleu_tokenize) is the
+# translating tools' and not written into either format.
+_EXPORTED_DECODING = (
+    "beam_size",
+    "alpha",
+    "extra_length",
+    "parallel_searches",
+    "jit_compile",
+    "max_batch_sentences",
+)
+
+
 def _saved_model_flags_given():
-    """The given flags that only a SavedModel holds: a CTranslate2 model is
-    weights and vocabulary; its translator takes the decoding settings."""
-    names = [
-        flag_name(field)
-        for settings in (DecodingOptions, ServingLimits)
-        for field in dataclasses.fields(settings)
-    ]
-    return [name for name in [*names, "warmup_requests"] if FLAGS[name].present]
+    """The given flags of settings only a SavedModel holds: a CTranslate2
+    model is weights and a vocabulary, its translator takes the decoding
+    settings, and nothing limits or warms up its requests."""
+    fields = dataclasses.fields(DecodingOptions)
+    names = [flag_name(field) for field in fields if field.name in _EXPORTED_DECODING]
+    names += [flag_name(field) for field in dataclasses.fields(ServingLimits)]
+    names.append("warmup_requests")
+    return [name for name in names if FLAGS[name].present]
 
 
 def main():
     if FLAGS.format == "ctranslate2":
-        from t2t_repro.ct2 import export_ctranslate2
-
-        ignored = _saved_model_flags_given()
-        if ignored:
-            # A warning, not an error: flagfiles such as flags/reference.cfg
-            # set the decoding flags for every tool.
-            logging.warning(
-                "%s: not part of a CTranslate2 model, ignored; give the decoding "
-                "flags to t2t-translate --ctranslate2",
-                ", ".join(f"--{name}" for name in ignored),
+        given = _saved_model_flags_given()
+        if given:
+            raise ConfigError(
+                ", ".join(f"--{name}" for name in given)
+                + ": a SavedModel's settings, which a CTranslate2 model does not "
+                "hold; give the decoding flags to t2t-translate --ctranslate2"
             )
+        from t2t_repro.ct2 import export_ctranslate2
 
         print(
             export_ctranslate2(

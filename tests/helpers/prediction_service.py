@@ -3,11 +3,14 @@ loaded export, for testing gRPC clients: what the model server does
 between the wire and a signature (tensorflow_serving/servables/
 tensorflow/predict_util.cc), in Python. The request's model name must be
 the served one (else NOT_FOUND, as the server answers a model it does not
-serve); an empty signature name is `serving_default`; each input is
-converted with `tf.make_ndarray` and must be one the signature takes;
-each output is answered with `tf.make_tensor_proto`. A signature's
-InvalidArgument (a request over the export's limits) is the call's
-INVALID_ARGUMENT.
+serve); an empty signature name is `serving_default`; the inputs must be
+exactly the signature's, each converted with `tf.make_ndarray`; the
+outputs are those `output_filter` names (each once, each the
+signature's), or all when it names none, each answered with
+`tf.make_tensor_proto`. A signature's InvalidArgument (a request over
+the export's limits) is the call's INVALID_ARGUMENT. Stricter than the
+server in one way: a tensor of the wrong dtype or rank is refused before
+the signature runs (the server feeds it to its session, which fails).
 """
 
 import contextlib
@@ -51,11 +54,18 @@ class _PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             outputs = signature(**inputs)
         except (tf.errors.InvalidArgumentError, TypeError, ValueError) as error:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        wanted = list(request.output_filter) or list(outputs)
+        if len(set(wanted)) != len(wanted) or not set(wanted) <= set(outputs):
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"output_filter {wanted} names an output twice or one the "
+                f"signature does not have ({sorted(outputs)})",
+            )
         response = predict_pb2.PredictResponse()
         response.model_spec.CopyFrom(request.model_spec)
         response.model_spec.signature_name = name
-        for key, value in outputs.items():
-            response.outputs[key].CopyFrom(tf.make_tensor_proto(value.numpy()))
+        for key in wanted:
+            response.outputs[key].CopyFrom(tf.make_tensor_proto(outputs[key].numpy()))
         return response
 
 
