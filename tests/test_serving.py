@@ -20,10 +20,16 @@ from helpers.margins import translated_with_a_margin
 from helpers.processes import HELPERS, REPO, run_python
 from helpers.toy_run import LEARNABLE_STEPS
 from t2t_repro.checkpoints import load_model
-from t2t_repro.config import PAD_ID, ConfigError, DecodingOptions, ServingLimits
+from t2t_repro.config import (
+    EOS_ID,
+    PAD_ID,
+    ConfigError,
+    DecodingOptions,
+    ServingLimits,
+)
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.decoders import n_best_translations
-from t2t_repro.inference.graph import TranslationGraph
+from t2t_repro.inference.graph import TranslationGraph, translatable_rows_decoded
 from t2t_repro.inference.scoring import Scorer
 from t2t_repro.inference.translators import ModelTranslator, SavedModelTranslator
 from t2t_repro.serving import WARMUP_FILE, export_saved_model, warmup_sentences
@@ -179,6 +185,31 @@ def test_an_input_with_nothing_to_translate_translates_to_nothing(
     assert all(n_best["translations"].numpy()[3])
     translations, scores = checkpoint_translations
     assert SENTENCES[1] == "" and (translations[1], scores[1]) == ("", 0.0)
+
+
+@pytest.mark.parametrize("n_best", [False, True])
+def test_rows_with_nothing_to_translate_are_not_searched(n_best):
+    source = tf.constant([[5, 6, EOS_ID, 0], [EOS_ID, 0, 0, 0], [7, EOS_ID, 0, 0]])
+    searched = []
+
+    def decode(rows):  # "translates" each id to id + 1
+        searched.append(rows.numpy().tolist())
+        ids = tf.stack([rows + 1, rows + 1], axis=1) if n_best else rows + 1
+        scores = -tf.cast(tf.reduce_sum(ids, axis=-1), tf.float32)
+        return ids, scores
+
+    ids, scores = translatable_rows_decoded(decode, source)
+    assert searched == [[[5, 6, EOS_ID, 0], [7, EOS_ID, 0, 0]]]
+    expected = [[6, 7, EOS_ID + 1, 1], [PAD_ID] * 4, [8, EOS_ID + 1, 1, 1]]
+    expected_scores = [-sum(row) if row[0] else 0.0 for row in expected]
+    if n_best:
+        expected = [[row, row] for row in expected]
+        expected_scores = [[score, score] for score in expected_scores]
+    assert ids.numpy().tolist() == expected
+    assert scores.numpy().tolist() == expected_scores
+    searched.clear()
+    translatable_rows_decoded(decode, source[1:2])  # empty lines alone
+    assert searched == [[]]
 
 
 def test_a_batch_of_zero(exported):

@@ -145,11 +145,10 @@ class TranslationGraph(tf.Module):
                 "subword tokens and were truncated",
                 output_stream=sys.stderr,
             )
-        ids, scores = self.decode_ids(source)
-        empty = nothing_to_translate(source)
+        ids, scores = translatable_rows_decoded(self.decode_ids, source)
         return {
-            "translations": tf.where(empty, "", self._detokenize(ids)),
-            "scores": tf.where(empty, 0.0, scores),
+            "translations": self._detokenize(ids),
+            "scores": scores,
             "truncated": truncated,
         }
 
@@ -164,13 +163,14 @@ class TranslationGraph(tf.Module):
         source, truncated = self.source_ids(
             admitted(self, {"inputs": inputs}, beam_size, alpha)["inputs"]
         )
-        ids, scores = self._n_best(source, beam_size, alpha)
+        ids, scores = translatable_rows_decoded(
+            lambda rows: self._n_best(rows, beam_size, alpha), source
+        )
         batch = tf.shape(ids)[0]
         texts = self._detokenize(tf.reshape(ids, [batch * beam_size, -1]))
-        empty = nothing_to_translate(source)[:, tf.newaxis]
         return {
-            "translations": tf.where(empty, "", tf.reshape(texts, [batch, beam_size])),
-            "scores": tf.where(empty, 0.0, scores),
+            "translations": tf.reshape(texts, [batch, beam_size]),
+            "scores": scores,
             "truncated": truncated,
         }
 
@@ -220,6 +220,22 @@ def nothing_to_translate(source_ids):
     whitespace), whose translation is "" with score 0: decoding from EOS
     alone, a model invents a sentence."""
     return sequence_lengths(source_ids) <= 1
+
+
+def translatable_rows_decoded(decode, source_ids):
+    """`decode(source_ids)`'s `(ids, scores)`, batch-major, searched for
+    the rows that have something to translate only: a row of
+    `nothing_to_translate` gets PAD ids (the translation "") and score 0
+    without a search, so a batch of empty lines costs no decoding."""
+    rows = tf.where(~nothing_to_translate(source_ids))
+    ids, scores = decode(tf.gather_nd(source_ids, rows))
+    batch = tf.shape(source_ids)[:1]
+    all_ids = tf.fill(tf.concat([batch, tf.shape(ids)[1:]], 0), PAD_ID)
+    all_scores = tf.zeros(tf.concat([batch, tf.shape(scores)[1:]], 0), scores.dtype)
+    return (
+        tf.tensor_scatter_nd_update(all_ids, rows, ids),
+        tf.tensor_scatter_nd_update(all_scores, rows, scores),
+    )
 
 
 def target_log_probs(model, source_ids, target_ids):
