@@ -33,6 +33,7 @@ DEFAULT_SUITE = {
     ("translate", "missing --checkpoint"),
     ("export", "unwritable --export_dir"),
     ("export", "--version with CTranslate2"),
+    ("export", "SavedModel settings with CTranslate2"),
     ("average", "fewer checkpoints than asked"),
     ("attention", "--layers out of range"),
     ("summary", "impossible model"),

@@ -408,32 +408,3 @@ def test_no_library_module_imports_a_cli():
             if name.endswith(".py"):
                 with open(os.path.join(directory, name)) as handle:
                     assert "t2t_repro.cli" not in handle.read(), name
-
-
-def test_a_ctranslate2_export_refuses_the_settings_only_a_saved_model_holds(tmp_path):
-    # The run directory is never read: the flags are refused first.
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "t2t_repro.cli",
-            "export",
-            f"--model_dir={tmp_path}",
-            f"--export_dir={tmp_path / 'ct2'}",
-            "--format=ctranslate2",
-            "--beam_size=5",
-            "--max_beam_size=8",
-            "--decode_batch_tokens=100",  # a translating tool's: not refused
-        ],
-        cwd=REPO,
-        env=_user_environment(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 2
-    assert result.stderr.splitlines() == [
-        "t2t-export: error: --beam_size, --max_beam_size: a SavedModel's settings, "
-        "which a CTranslate2 model does not hold; give the decoding flags to "
-        "t2t-translate --ctranslate2"
-    ]

@@ -387,6 +387,14 @@ _ROWS = {
             "--model_dir={run} --export_dir={d}/ct2 --format=ctranslate2 --version=3",
             "--version is for SavedModels (TF Serving's version directories)",
         ),
+        (
+            "SavedModel settings with CTranslate2",
+            "--model_dir={run} --export_dir={d}/ct2 --format=ctranslate2 "
+            "--beam_size=5 --max_beam_size=8 --decode_batch_tokens=100",
+            "--beam_size, --max_beam_size: a SavedModel's settings, which a "
+            "CTranslate2 model does not hold; give the decoding flags to "
+            "t2t-translate --ctranslate2",
+        ),
     ],
     "average": [
         (
