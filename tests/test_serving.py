@@ -183,6 +183,14 @@ def test_an_input_with_nothing_to_translate_translates_to_nothing(
     assert n_best["translations"].numpy()[:3].tolist() == [[b""] * 3] * 3
     assert n_best["scores"].numpy()[:3].tolist() == [[0.0] * 3] * 3
     assert all(n_best["translations"].numpy()[3])
+    # A request of such inputs alone: no row is searched.
+    nothing = loaded.signatures["serving_default"](inputs=tf.constant(["", " "]))
+    assert nothing["translations"].numpy().tolist() == [b""] * 2
+    assert nothing["scores"].numpy().tolist() == [0.0] * 2
+    nothing = loaded.signatures["translate"](
+        inputs=tf.constant(["", " "]), beam_size=tf.constant(3), alpha=tf.constant(0.6)
+    )
+    assert nothing["translations"].numpy().tolist() == [[b""] * 3] * 2
     translations, scores = checkpoint_translations
     assert SENTENCES[1] == "" and (translations[1], scores[1]) == ("", 0.0)
 

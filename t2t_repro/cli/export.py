@@ -94,17 +94,9 @@ flags.register_multi_flags_validator(
 FLAGS = flags.FLAGS
 
 
-# The decoding flags a SavedModel's graph holds; the rest of
-# DecodingOptions (--decode_batch_tokens, --sacrebleu_tokenize) is the
-# translating tools' and not written into either format.
-_EXPORTED_DECODING = (
-    "beam_size",
-    "alpha",
-    "extra_length",
-    "parallel_searches",
-    "jit_compile",
-    "max_batch_sentences",
-)
+# DecodingOptions' fields that are the translating tools' alone, not
+# written into either format; every other one a SavedModel's graph holds.
+_TRANSLATING_ONLY = ("batch_tokens", "sacrebleu_tokenize")
 
 
 def _saved_model_flags_given():
@@ -112,7 +104,7 @@ def _saved_model_flags_given():
     model is weights and a vocabulary, its translator takes the decoding
     settings, and nothing limits or warms up its requests."""
     fields = dataclasses.fields(DecodingOptions)
-    names = [flag_name(field) for field in fields if field.name in _EXPORTED_DECODING]
+    names = [flag_name(f) for f in fields if f.name not in _TRANSLATING_ONLY]
     names += [flag_name(field) for field in dataclasses.fields(ServingLimits)]
     names.append("warmup_requests")
     return [name for name in names if FLAGS[name].present]
