@@ -6,10 +6,11 @@ Each worker reads one plain tf.data pipeline (tf.distribute's own
 iterators cannot be saved). The chief saves its iterator, shuffle buffer
 included, in the model checkpoint; every other worker saves its own
 beside it under `input/worker-K/`. So a resume costs the same at any step.
-With checkpoints that hold no input state, or after a data-order change
-that was allowed, the deterministic pipeline is rebuilt and replays the
-batches already consumed. Either way a resumed run follows the same
-trajectory as an uninterrupted one.
+With checkpoints that hold no input state, the deterministic pipeline is
+rebuilt and replays the batches already consumed, so a resumed run
+follows the same trajectory as an uninterrupted one either way; after a
+data-order change that was allowed, the rebuilt pipeline follows the new
+options and only skips as many batches.
 """
 
 import dataclasses

@@ -6,11 +6,12 @@ The default suite runs one case per kind of check and tool (a process each,
 most of it TensorFlow's import); `-m slow` runs the whole matrix."""
 
 import concurrent.futures
+import pathlib
 import re
 
 import pytest
 
-from helpers.bad_inputs import CASES, fill, run_case, write_files
+from helpers.bad_inputs import CASES, fill, run_case, suite, write_files
 
 # A line of TensorFlow's C++ runtime, which a tool cannot always hold back
 # (the runtime writes some before absl logging is initialised, whatever the
@@ -22,23 +23,6 @@ from helpers.bad_inputs import CASES, fill, run_case, write_files
 TENSORFLOW_CPP_LOG_LINE = re.compile(
     r"[IWEF]\d{4} \d\d:\d\d:\d+\.\d{6}\s+\d+ [\w.-]+\.(cc|h):\d+\] "
 )
-
-DEFAULT_SUITE = {
-    ("train", "mismatched lines"),
-    ("train", "invalid UTF-8"),
-    ("train", "missing test file"),
-    ("train", "contradictory flags"),
-    ("train", "config.json cut in half"),
-    ("eval", "checkpoint does not fit config.json"),
-    ("translate", "missing --checkpoint"),
-    ("export", "unwritable --export_dir"),
-    ("export", "--version with CTranslate2"),
-    ("export", "SavedModel settings with CTranslate2"),
-    ("average", "fewer checkpoints than asked"),
-    ("attention", "--layers out of range"),
-    ("summary", "impossible model"),
-}
-assert DEFAULT_SUITE <= {(c.tool, c.problem) for c in CASES}
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +49,7 @@ def outcomes(request, toy_run_dir, tmp_path_factory):
         pytest.param(
             case,
             id=f"{case.tool}-{case.problem}",
-            marks=()
-            if (case.tool, case.problem) in DEFAULT_SUITE
-            else pytest.mark.slow,
+            marks=() if suite(case) == "default" else pytest.mark.slow,
         )
         for case in CASES
     ],
@@ -123,3 +105,22 @@ def test_bad_input_is_one_line_naming_the_problem(case, outcomes, toy_run_dir):
 )
 def test_only_tensorflows_cpp_log_lines_are_left_out(line, tensorflows):
     assert bool(TENSORFLOW_CPP_LOG_LINE.match(line)) == tensorflows
+
+
+def test_the_docs_table_lists_every_case_with_its_message_and_suite():
+    """docs/reliability.md's "Bad input" table has a row per case of the
+    matrix, in its suite, whose message holds what the test expects."""
+    docs = pathlib.Path(__file__).parents[2] / "docs" / "reliability.md"
+    header = "| tool | bad input | message (exit status 2) | suite |"
+    table = docs.read_text().split(header)[1].split("\n\n")[0]
+    rows = {}
+    for line in table.strip().splitlines()[1:]:
+        tool, problem, message, row_suite = (
+            cell.strip() for cell in line.strip("|").split(" | ")
+        )
+        rows[tool, problem] = (message.strip("`"), row_suite)
+    assert set(rows) == {(f"t2t-{c.tool}", c.problem) for c in CASES}
+    for case in CASES:
+        message, row_suite = rows[f"t2t-{case.tool}", case.problem]
+        assert row_suite == suite(case), case
+        assert fill(case.expected, "DIR", "RUN") in message, case

@@ -1,10 +1,11 @@
 """The bad-input matrix: each tool given a kind of bad input, and the one
 line it must answer with (tests/cli/test_bad_input.py runs it).
 
-    python tests/helpers/bad_inputs.py RUN_DIR
+    PYTHONPATH=tests python tests/helpers/bad_inputs.py RUN_DIR
 
-prints the matrix with the messages observed, as the "Bad input" table
-of docs/reliability.md (RUN_DIR: any trained run directory).
+prints the matrix with the messages observed, the rows of the "Bad input"
+table of docs/reliability.md (RUN_DIR: any trained run directory), and
+exits with status 1 if a tool's exit status was not 2.
 """
 
 import dataclasses
@@ -458,6 +459,31 @@ CASES = [
 ]
 
 
+# The cases the default suite runs: one per kind of check and tool (a
+# process each, most of it TensorFlow's import); `-m slow` runs them all.
+DEFAULT_SUITE = {
+    ("train", "mismatched lines"),
+    ("train", "invalid UTF-8"),
+    ("train", "missing test file"),
+    ("train", "contradictory flags"),
+    ("train", "config.json cut in half"),
+    ("eval", "checkpoint does not fit config.json"),
+    ("translate", "missing --checkpoint"),
+    ("export", "unwritable --export_dir"),
+    ("export", "--version with CTranslate2"),
+    ("export", "SavedModel settings with CTranslate2"),
+    ("average", "fewer checkpoints than asked"),
+    ("attention", "--layers out of range"),
+    ("summary", "impossible model"),
+}
+assert DEFAULT_SUITE <= {(c.tool, c.problem) for c in CASES}
+
+
+def suite(case):
+    """The suite that runs `case`: "default" or "slow"."""
+    return "default" if (case.tool, case.problem) in DEFAULT_SUITE else "slow"
+
+
 def fill(text, directory, run_dir):
     return text.replace("{d}", directory).replace("{run}", run_dir)
 
@@ -475,15 +501,23 @@ def run_case(case, directory, run_dir):
 
 
 def main(run_dir):
-    print("| tool | bad input | exit | message |\n|---|---|---|---|")
+    print("| tool | bad input | message (exit status 2) | suite |\n|---|---|---|---|")
+    failed = 0
     with tempfile.TemporaryDirectory() as directory:
         write_files(directory, run_dir)
         for case in CASES:
             status, stderr = run_case(case, directory, run_dir)
             line = stderr.strip().splitlines()[-1]
             line = line.replace(directory, "DIR").replace(run_dir, "RUN")
-            print(f"| t2t-{case.tool} | {case.problem} | {status} | `{line}` |")
+            print(f"| t2t-{case.tool} | {case.problem} | `{line}` | {suite(case)} |")
+            if status != 2:
+                print(
+                    f"t2t-{case.tool}, {case.problem}: exit status {status}",
+                    file=sys.stderr,
+                )
+                failed = 1
+    return failed
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main(sys.argv[1]))
