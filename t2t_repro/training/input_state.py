@@ -10,7 +10,7 @@ With checkpoints that hold no input state, the deterministic pipeline is
 rebuilt and replays the batches already consumed, so a resumed run
 follows the same trajectory as an uninterrupted one either way; after a
 data-order change that was allowed, the rebuilt pipeline follows the new
-options and only skips as many batches.
+options and skips the step times its batches per step.
 """
 
 import dataclasses

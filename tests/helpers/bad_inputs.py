@@ -484,6 +484,31 @@ def suite(case):
     return "default" if (case.tool, case.problem) in DEFAULT_SUITE else "slow"
 
 
+_DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "reliability.md")
+_DOCS_HEADER = "| tool | bad input | message (exit status 2) | suite |"
+
+
+def as_documented(line, directory, run_dir):
+    """An error line as docs/reliability.md quotes it: the directories
+    named DIR and RUN."""
+    return line.replace(directory, "DIR").replace(run_dir, "RUN")
+
+
+def documented_rows():
+    """[((tool, problem), (message, suite))] of docs/reliability.md's "Bad
+    input" table, in its order, "t2t-" left off the tool."""
+    with open(_DOCS, encoding="utf-8") as handle:
+        table = handle.read().split(_DOCS_HEADER)[1].split("\n\n")[0]
+    rows = []
+    for line in table.strip().splitlines()[1:]:
+        tool, problem, rest = line.strip().removeprefix("| ").split(" | ", 2)
+        message, row_suite = rest.removesuffix(" |").rsplit(" | ", 1)
+        rows.append(
+            ((tool.removeprefix("t2t-"), problem), (message.strip("`"), row_suite))
+        )
+    return rows
+
+
 def fill(text, directory, run_dir):
     return text.replace("{d}", directory).replace("{run}", run_dir)
 
@@ -501,14 +526,13 @@ def run_case(case, directory, run_dir):
 
 
 def main(run_dir):
-    print("| tool | bad input | message (exit status 2) | suite |\n|---|---|---|---|")
+    print(f"{_DOCS_HEADER}\n|---|---|---|---|")
     failed = 0
     with tempfile.TemporaryDirectory() as directory:
         write_files(directory, run_dir)
         for case in CASES:
             status, stderr = run_case(case, directory, run_dir)
-            line = stderr.strip().splitlines()[-1]
-            line = line.replace(directory, "DIR").replace(run_dir, "RUN")
+            line = as_documented(stderr.strip().splitlines()[-1], directory, run_dir)
             print(f"| t2t-{case.tool} | {case.problem} | `{line}` | {suite(case)} |")
             if status != 2:
                 print(
