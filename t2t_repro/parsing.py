@@ -7,9 +7,8 @@ labelled:
     (S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))
     ->  (S (NP DT NN )NP (VP VBZ )VP . )S
 
-(Vinyals et al. went on to replace every tag by one placeholder, XX; the
-tags are kept because they tell words apart, where a run of identical XX
-tokens leaves the model only its count to go by.)
+(Vinyals et al. went on to replace every tag by one placeholder, XX; why
+the tags are kept: docs/reproducing_the_paper.md.)
 
 Predicted linearisations are turned back into trees over the source words
 (ill-formed ones repaired and counted) and scored like EVALB with its
