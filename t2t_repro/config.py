@@ -230,6 +230,13 @@ class TransformerConfig(Settings):
         lower_bound=0.0,
         below=1.0,
     )
+    layer_dropout: float = setting(
+        0.0,
+        "Stochastic depth: in training, each encoder and decoder layer is "
+        "skipped for a sentence with this probability (needs --pre_norm).",
+        lower_bound=0.0,
+        below=1.0,
+    )
     position_encoding: str = setting(
         "sinusoidal", "Position encoding.", choices=("sinusoidal", "learned")
     )
@@ -254,6 +261,11 @@ class TransformerConfig(Settings):
             )
         if self.d_model % 2:
             problems.append(f"d_model={self.d_model} must be even (sine/cosine pairs)")
+        if self.layer_dropout and not self.pre_norm:
+            problems.append(
+                f"layer_dropout={self.layer_dropout} needs pre_norm (a "
+                "post-norm layer normalises even a skipped layer's output)"
+            )
         return problems
 
     @property

@@ -72,6 +72,7 @@ class Transformer(keras.Model):
             dropout=c.dropout,
             attention_dropout=c.attention_dropout,
             relu_dropout=c.relu_dropout,
+            layer_dropout=c.layer_dropout,
             pre_norm=c.pre_norm,
         )
         self.encoder_layers = [

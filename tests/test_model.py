@@ -155,6 +155,8 @@ def test_invalid_config_names_the_problem():
         TransformerConfig(vocab_size=100, d_model=30, num_heads=4)
     with pytest.raises(ValueError, match="dropout=1.5"):
         TransformerConfig(vocab_size=100, dropout=1.5)
+    with pytest.raises(ValueError, match="layer_dropout=0.1 needs pre_norm"):
+        TransformerConfig(vocab_size=100, layer_dropout=0.1)
 
 
 @pytest.mark.slow  # builds every shipped model, big included: 38 s

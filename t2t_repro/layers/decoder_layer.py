@@ -103,13 +103,15 @@ class DecoderLayer(EncoderLayer):
                 )
             return output
 
-        x = self._residual(inputs, self_attend, self.attention_norm, training)
-        x = self._residual(x, cross_attend, self.cross_attention_norm, training)
+        keep = self._layer_keep(inputs, training)
+        x = self._residual(inputs, self_attend, self.attention_norm, training, keep)
+        x = self._residual(x, cross_attend, self.cross_attention_norm, training, keep)
         x = self._residual(
             x,
             lambda h: self.feed_forward(h, training=training),
             self.feed_forward_norm,
             training,
+            keep,
         )
         results = (x,)
         if self_attention_cache is not None:

@@ -32,6 +32,13 @@ class EncoderLayer(keras.layers.Layer):
         dropout: residual dropout (P_drop).
         attention_dropout: dropout on attention weights.
         relu_dropout: dropout inside the feed-forward network.
+        layer_dropout: in training, the probability that the whole layer
+            is skipped for a sentence (stochastic depth; LayerDrop, Fan et
+            al., 2020, decides per batch): each residual branch of the
+            layer is multiplied by one mask per sentence, 0 or
+            1 / (1 - layer_dropout), so a skipped layer passes its input
+            through and the expected output is unchanged. Pre-norm only:
+            a post-norm layer normalises its output even when skipped.
         pre_norm: use pre-norm instead of the paper's post-norm.
 
     Example:
@@ -48,6 +55,7 @@ class EncoderLayer(keras.layers.Layer):
         dropout=0.1,
         attention_dropout=0.0,
         relu_dropout=0.0,
+        layer_dropout=0.0,
         pre_norm=False,
         key_dim=None,
         value_dim=None,
@@ -62,7 +70,10 @@ class EncoderLayer(keras.layers.Layer):
         self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.relu_dropout = relu_dropout
+        self.layer_dropout = layer_dropout
         self.pre_norm = pre_norm
+        if layer_dropout and not pre_norm:
+            raise ValueError("layer_dropout needs pre_norm")
         self.self_attention = self._attention("self_attention")
         self.feed_forward = PositionWiseFeedForward(
             d_model, d_ff, relu_dropout, name="feed_forward"
@@ -74,6 +85,8 @@ class EncoderLayer(keras.layers.Layer):
             epsilon=LAYER_NORM_EPSILON, name="feed_forward_norm"
         )
         self.residual_dropout = Dropout(dropout)
+        # Only where asked: its seed is a checkpointed variable.
+        self.layer_drop = Dropout(layer_dropout) if layer_dropout else None
 
     def _attention(self, name):
         return MultiHeadAttention(
@@ -92,9 +105,19 @@ class EncoderLayer(keras.layers.Layer):
         self.feed_forward_norm.build(inputs_shape)
         self.built = True
 
-    def _residual(self, x, sublayer, norm, training):
+    def _layer_keep(self, inputs, training):
+        """The layer's scaled keep mask `[batch, 1, 1]` (one draw per
+        sentence for all its sub-layers), or None outside training."""
+        if self.layer_drop is None or not training:
+            return None
+        ones = keras.ops.ones([keras.ops.shape(inputs)[0], 1, 1], "float32")
+        mask = self.layer_drop(ones, training=training)
+        return keras.ops.cast(mask, inputs.dtype)
+
+    def _residual(self, x, sublayer, norm, training, keep=None):
         if self.pre_norm:
-            return x + self.residual_dropout(sublayer(norm(x)), training=training)
+            branch = self.residual_dropout(sublayer(norm(x)), training=training)
+            return x + (branch if keep is None else keep * branch)
         return norm(x + self.residual_dropout(sublayer(x), training=training))
 
     def call(
@@ -113,12 +136,14 @@ class EncoderLayer(keras.layers.Layer):
             weights.append(scores)
             return output
 
-        x = self._residual(inputs, attend, self.attention_norm, training)
+        keep = self._layer_keep(inputs, training)
+        x = self._residual(inputs, attend, self.attention_norm, training, keep)
         x = self._residual(
             x,
             lambda h: self.feed_forward(h, training=training),
             self.feed_forward_norm,
             training,
+            keep,
         )
         if return_attention_scores:
             return x, weights[0]
@@ -136,6 +161,7 @@ class EncoderLayer(keras.layers.Layer):
                 "dropout": self.dropout,
                 "attention_dropout": self.attention_dropout,
                 "relu_dropout": self.relu_dropout,
+                "layer_dropout": self.layer_dropout,
                 "pre_norm": self.pre_norm,
             }
         )

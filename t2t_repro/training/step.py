@@ -61,6 +61,7 @@ class TrainStep:
             or config.attention_dropout
             or config.relu_dropout
             or config.source_word_dropout
+            or config.layer_dropout
         ):
             logging.warning(
                 "--rdrop_weight=%g without dropout: both passes predict "

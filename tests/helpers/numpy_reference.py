@@ -75,13 +75,16 @@ def feed_forward(x, w1, b1, w2, b2):
     return np.maximum(0.0, x @ w1 + b1) @ w2 + b2
 
 
-def decoder_layer(x, memory, w, num_heads, memory_mask, pre_norm):
+def decoder_layer(x, memory, w, num_heads, memory_mask, pre_norm, branch_scale=1.0):
     """One decoder layer (section 3.1) on x `[batch, target_length,
     d_model]`: causally masked self-attention, attention over `memory`
     `[batch, source_length, d_model]` (`memory_mask` True = attend), then
     the feed-forward network, each sub-layer with a residual connection
     and LayerNorm: post-norm, LayerNorm(x + Sublayer(x)), as in the paper,
-    or pre-norm, x + Sublayer(LayerNorm(x)). No dropout (inference).
+    or pre-norm, x + Sublayer(LayerNorm(x)). No dropout (inference), but
+    for a pre-norm layer's `branch_scale` (a number, or `[batch, 1, 1]`:
+    stochastic depth's per-sentence mask), which multiplies every
+    Sublayer(...).
 
     w: "self_attention" and "cross_attention", dicts as
     `multi_head_attention` takes; "feed_forward", (w1, b1, w2, b2);
@@ -107,7 +110,7 @@ def decoder_layer(x, memory, w, num_heads, memory_mask, pre_norm):
     )
     for sublayer, norm in sublayers:
         if pre_norm:
-            x = x + sublayer(layer_norm(x, *norm))
+            x = x + branch_scale * sublayer(layer_norm(x, *norm))
         else:
             x = layer_norm(x + sublayer(x), *norm)
     return x

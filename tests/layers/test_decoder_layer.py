@@ -45,7 +45,7 @@ def _inputs():
     return target, memory, memory_mask
 
 
-def _decoder_reference(layer, target, memory, memory_mask):
+def _decoder_reference(layer, target, memory, memory_mask, branch_scale=1.0):
     def norm(n):
         return n.gamma.numpy(), n.beta.numpy()
 
@@ -61,7 +61,51 @@ def _decoder_reference(layer, target, memory, memory_mask):
         "feed_forward_norm": norm(layer.feed_forward_norm),
     }
     return ref.decoder_layer(
-        target, memory, w, layer.num_heads, memory_mask, layer.pre_norm
+        target, memory, w, layer.num_heads, memory_mask, layer.pre_norm, branch_scale
+    )
+
+
+def test_layer_dropout_skips_whole_layers_per_sentence():
+    rate, batch = 0.5, 64
+    layer = layers.DecoderLayer(
+        d_model=D_MODEL,
+        num_heads=NUM_HEADS,
+        d_ff=32,
+        dropout=0.0,
+        layer_dropout=rate,
+        pre_norm=True,
+    )
+    layer.build((batch, TARGET_LENGTH, D_MODEL))
+    ref.randomize_weights(layer, seed=8)
+    rng = np.random.default_rng(4)
+    target = rng.normal(size=(batch, TARGET_LENGTH, D_MODEL)).astype(np.float32)
+    memory = rng.normal(size=(batch, SOURCE_LENGTH, D_MODEL)).astype(np.float32)
+    memory_mask = np.ones((batch, 1, 1, SOURCE_LENGTH), bool)
+    memory_mask[0, ..., 4:] = False
+    self_mask = causal_mask(TARGET_LENGTH)
+    out = layer(
+        target,
+        memory,
+        self_attention_mask=self_mask,
+        cross_attention_mask=memory_mask,
+        training=True,
+    ).numpy()
+    skipped = (out == target).all(axis=(1, 2))
+    assert 0.3 < skipped.mean() < 0.7
+    # Kept sentences: all three residual branches scaled by 1 / (1 - rate).
+    keep = np.where(skipped, 0.0, 1 / (1 - rate))[:, None, None]
+    np.testing.assert_allclose(
+        out, _decoder_reference(layer, target, memory, memory_mask, keep), atol=1e-4
+    )
+    inference = layer(
+        target,
+        memory,
+        self_attention_mask=self_mask,
+        cross_attention_mask=memory_mask,
+        training=False,
+    )
+    np.testing.assert_allclose(
+        inference, _decoder_reference(layer, target, memory, memory_mask), atol=1e-4
     )
 
 

@@ -13,7 +13,7 @@ from t2t_repro import layers
 from t2t_repro.layers import encoder_layer
 
 
-def _encoder_reference(layer, x, mask):
+def _encoder_reference(layer, x, mask, branch_scale=1.0):
     w = {
         name: ref.dense_weights(getattr(layer.self_attention, f"{name}_dense"))
         for name in ("query", "key", "value", "output")
@@ -25,8 +25,8 @@ def _encoder_reference(layer, x, mask):
     if layer.pre_norm:
         normed = ref.layer_norm(x, *norm(layer.attention_norm))
         attended, _ = ref.multi_head_attention(normed, normed, w, layer.num_heads, mask)
-        h = x + attended
-        return h + ref.feed_forward(
+        h = x + branch_scale * attended
+        return h + branch_scale * ref.feed_forward(
             ref.layer_norm(h, *norm(layer.feed_forward_norm)),
             *ref.dense_weights(layer.feed_forward.inner),
             *ref.dense_weights(layer.feed_forward.outer),
@@ -53,6 +53,35 @@ def test_encoder_layer_matches_reference(pre_norm):
     mask[0, ..., 4:] = False
     out = layer(x, attention_mask=mask, training=False)
     np.testing.assert_allclose(out, _encoder_reference(layer, x, mask), atol=1e-4)
+
+
+def test_layer_dropout_skips_whole_layers_per_sentence():
+    rate = 0.5
+    layer = layers.EncoderLayer(
+        d_model=16, num_heads=2, d_ff=32, dropout=0.0, layer_dropout=rate, pre_norm=True
+    )
+    layer.build((64, 6, 16))
+    ref.randomize_weights(layer, seed=5)
+    x = np.random.default_rng(4).normal(size=(64, 6, 16)).astype(np.float32)
+    mask = np.ones((64, 1, 1, 6), bool)
+    mask[0, ..., 4:] = False
+    out = layer(x, attention_mask=mask, training=True).numpy()
+    skipped = (out == x).all(axis=(1, 2))
+    assert 0.3 < skipped.mean() < 0.7
+    # Kept sentences: both residual branches scaled by 1 / (1 - rate).
+    keep = np.where(skipped, 0.0, 1 / (1 - rate))[:, None, None]
+    np.testing.assert_allclose(out, _encoder_reference(layer, x, mask, keep), atol=1e-4)
+    # Inference: every layer, unscaled.
+    np.testing.assert_allclose(
+        layer(x, attention_mask=mask, training=False),
+        _encoder_reference(layer, x, mask),
+        atol=1e-4,
+    )
+
+
+def test_layer_dropout_needs_pre_norm():
+    with pytest.raises(ValueError, match="layer_dropout needs pre_norm"):
+        layers.EncoderLayer(d_model=16, num_heads=2, d_ff=32, layer_dropout=0.1)
 
 
 def test_residual_dropout_is_active_only_in_training():
