@@ -85,8 +85,12 @@ class EncoderLayer(keras.layers.Layer):
             epsilon=LAYER_NORM_EPSILON, name="feed_forward_norm"
         )
         self.residual_dropout = Dropout(dropout)
-        # Only where asked: its seed is a checkpointed variable.
-        self.layer_drop = Dropout(layer_dropout) if layer_dropout else None
+        # Only where asked: its seed is a checkpointed variable. Float32,
+        # so that a bf16 model's branches are scaled by 1 / (1 - rate)
+        # exactly (bf16 rounds 1 / 0.9 to 1.109).
+        self.layer_drop = (
+            Dropout(layer_dropout, dtype="float32") if layer_dropout else None
+        )
 
     def _attention(self, name):
         return MultiHeadAttention(
@@ -111,13 +115,15 @@ class EncoderLayer(keras.layers.Layer):
         if self.layer_drop is None or not training:
             return None
         ones = keras.ops.ones([keras.ops.shape(inputs)[0], 1, 1], "float32")
-        mask = self.layer_drop(ones, training=training)
-        return keras.ops.cast(mask, inputs.dtype)
+        return self.layer_drop(ones, training=training)
 
     def _residual(self, x, sublayer, norm, training, keep=None):
         if self.pre_norm:
             branch = self.residual_dropout(sublayer(norm(x)), training=training)
-            return x + (branch if keep is None else keep * branch)
+            if keep is not None:
+                scaled = keras.ops.cast(branch, "float32") * keep
+                branch = keras.ops.cast(scaled, branch.dtype)
+            return x + branch
         return norm(x + self.residual_dropout(sublayer(x), training=training))
 
     def call(

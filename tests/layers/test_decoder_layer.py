@@ -2,6 +2,7 @@
 whole sequence and one position at a time with the self-attention cache
 (growing, and a preallocated buffer); and the contract every layer meets."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -66,7 +67,8 @@ def _decoder_reference(layer, target, memory, memory_mask, branch_scale=1.0):
 
 
 def test_layer_dropout_skips_whole_layers_per_sentence():
-    rate, batch = 0.5, 64
+    rate, batch = 0.25, 64
+    keras.utils.set_random_seed(3)  # the mask's draws: a fixed outcome
     layer = layers.DecoderLayer(
         d_model=D_MODEL,
         num_heads=NUM_HEADS,
@@ -91,7 +93,7 @@ def test_layer_dropout_skips_whole_layers_per_sentence():
         training=True,
     ).numpy()
     skipped = (out == target).all(axis=(1, 2))
-    assert 0.3 < skipped.mean() < 0.7
+    assert 0.1 < skipped.mean() < 0.45
     # Kept sentences: all three residual branches scaled by 1 / (1 - rate).
     keep = np.where(skipped, 0.0, 1 / (1 - rate))[:, None, None]
     np.testing.assert_allclose(

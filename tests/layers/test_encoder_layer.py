@@ -56,7 +56,8 @@ def test_encoder_layer_matches_reference(pre_norm):
 
 
 def test_layer_dropout_skips_whole_layers_per_sentence():
-    rate = 0.5
+    rate = 0.25
+    keras.utils.set_random_seed(3)  # the mask's draws: a fixed outcome
     layer = layers.EncoderLayer(
         d_model=16, num_heads=2, d_ff=32, dropout=0.0, layer_dropout=rate, pre_norm=True
     )
@@ -67,7 +68,7 @@ def test_layer_dropout_skips_whole_layers_per_sentence():
     mask[0, ..., 4:] = False
     out = layer(x, attention_mask=mask, training=True).numpy()
     skipped = (out == x).all(axis=(1, 2))
-    assert 0.3 < skipped.mean() < 0.7
+    assert 0.1 < skipped.mean() < 0.45
     # Kept sentences: both residual branches scaled by 1 / (1 - rate).
     keep = np.where(skipped, 0.0, 1 / (1 - rate))[:, None, None]
     np.testing.assert_allclose(out, _encoder_reference(layer, x, mask, keep), atol=1e-4)
@@ -93,7 +94,9 @@ def test_residual_dropout_is_active_only_in_training():
 
 def test_layer_contract(sequence):
     check_layer_contract(
-        layers.EncoderLayer(d_model=8, num_heads=2, d_ff=16, pre_norm=True),
+        layers.EncoderLayer(
+            d_model=8, num_heads=2, d_ff=16, layer_dropout=0.2, pre_norm=True
+        ),
         (sequence,),
         (2, 6, 8),
         16,

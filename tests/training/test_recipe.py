@@ -273,6 +273,7 @@ def test_rdrop_without_dropout_takes_the_plain_step(tmp_path, caplog):
         == CONFIG.attention_dropout
         == CONFIG.relu_dropout
         == CONFIG.source_word_dropout
+        == CONFIG.layer_dropout
         == 0
     )
     strategy = tf.distribute.MirroredStrategy()
