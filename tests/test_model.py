@@ -150,6 +150,14 @@ def test_get_config_round_trip_and_weight_save_load(tmp_path):
     np.testing.assert_array_equal(reloaded((source, target)), expected)
 
 
+def test_layer_dropout_reaches_every_layer():
+    model = Transformer(
+        TransformerConfig(**{**SMALL.__dict__, "pre_norm": True, "layer_dropout": 0.2})
+    )
+    stack = model.encoder_layers + model.decoder_layers
+    assert [layer.layer_drop.rate for layer in stack] == [0.2] * len(stack)
+
+
 def test_invalid_config_names_the_problem():
     with pytest.raises(ValueError, match="d_model=30 is not divisible by num_heads=4"):
         TransformerConfig(vocab_size=100, d_model=30, num_heads=4)
