@@ -1,5 +1,6 @@
 """The assembled Transformer: shapes, causality, parameter counts, saving."""
 
+import dataclasses
 import glob
 import json
 import os
@@ -151,9 +152,7 @@ def test_get_config_round_trip_and_weight_save_load(tmp_path):
 
 
 def test_layer_dropout_reaches_every_layer():
-    model = Transformer(
-        TransformerConfig(**{**SMALL.__dict__, "pre_norm": True, "layer_dropout": 0.2})
-    )
+    model = Transformer(dataclasses.replace(SMALL, pre_norm=True, layer_dropout=0.2))
     stack = model.encoder_layers + model.decoder_layers
     assert [layer.layer_drop.rate for layer in stack] == [0.2] * len(stack)
 
