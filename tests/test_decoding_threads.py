@@ -56,6 +56,7 @@ def test_an_xla_decoder_keeps_tensorflows_default():
     assert threads == 0
 
 
+@pytest.mark.slow
 def test_the_decoding_tools_set_their_threads_before_tensorflow_starts(
     toy_run_dir, tmp_path
 ):
@@ -113,6 +114,7 @@ def _translate(source, *flags):
     )
 
 
+@pytest.mark.slow
 def test_t2t_translate_keeps_the_default_threads_only_where_xla_runs(
     toy_run_dir, tmp_path
 ):
@@ -135,6 +137,7 @@ def test_t2t_translate_keeps_the_default_threads_only_where_xla_runs(
         assert expected in result.stderr, (flags, result.stderr[-2000:])
 
 
+@pytest.mark.slow
 def test_t2t_translate_sizes_its_threads_for_the_searches_an_export_runs(
     toy_run_dir, tmp_path
 ):

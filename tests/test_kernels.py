@@ -63,6 +63,7 @@ def test_kernels_give_the_same_bits_on_any_thread_count():
     assert hashes[1] == hashes[4]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", kernels.SOURCES, ids=lambda path: path.name)
 def test_kernels_compile_without_warnings(source):
     # Deprecated TensorFlow APIs warn first and are gone a release later,

@@ -88,6 +88,7 @@ def test_an_xla_export_needs_the_servers_xla_flag(
     assert "XLA compilation disabled" in disabled.stderr
 
 
+@pytest.mark.slow
 def test_the_model_server_runs_a_bf16_export_like_t2t_translate(
     loader, toy_run_dir, tmp_path
 ):

@@ -198,6 +198,7 @@ def test_bad_treebank_lines_are_named(tmp_path, text, message):
         read_trees(str(path))
 
 
+@pytest.mark.slow
 def test_train_and_eval_take_treebanks_and_report_evalb(tmp_path):
     paths = write_treebank(
         str(tmp_path / "treebank"), (("train", 200), ("dev", 4), ("test", 8))

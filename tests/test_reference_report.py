@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from helpers.processes import run_python
 from helpers.toy_run import toy_pairs, toy_trainer
 from t2t_repro.averaging import average_checkpoints
@@ -20,6 +22,7 @@ EVAL_FIELDS = {
 }
 
 
+@pytest.mark.slow
 def test_the_report_names_the_checkpoints_the_average_holds(tmp_path):
     run = tmp_path / "run"
     options = {

@@ -307,6 +307,7 @@ def test_n_best_signature(exported, toy_run_dir):
 SCORE_ATOL = 1e-4
 
 
+@pytest.mark.slow
 def test_xla_export_gives_the_same_translations(
     toy_run_dir, checkpoint_translations, tmp_path
 ):

@@ -68,6 +68,7 @@ def test_each_row_changes_only_what_the_papers_row_changes(table3_flagfiles):
             assert model["params"] == base["params"], row
 
 
+@pytest.mark.slow
 def test_the_report_tabulates_runs_like_the_paper(tmp_path):
     runs, perplexities = tmp_path / "runs", {}
     for row, config in (

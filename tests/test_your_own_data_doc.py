@@ -159,6 +159,7 @@ def run_page(directory, flags_dir=FLAGS_DIR):
     return results
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(2400)  # the page's commands, each up to 600 s
 def test_the_page_takes_a_new_language_pair_to_an_exported_model(tmp_path):
     write_corpus(str(tmp_path))

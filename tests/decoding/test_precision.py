@@ -41,6 +41,7 @@ def test_auto_follows_the_measured_bf16_speedup(monkeypatch, speedup, expected):
         precision.resolve_precision("fp16")
 
 
+@pytest.mark.slow
 def test_an_export_names_its_precision(toy_run_dir, tmp_path):
     for name, dtype in [("fp32", "float32"), ("bf16", "bfloat16")]:
         path = export_saved_model(

@@ -45,6 +45,15 @@ def teacher_forced_margins(model, source_ids, target_ids):
     return _margin_matrix(model, source_ids, target_ids)[target_ids != PAD_ID]
 
 
+def sequence_margins(model, source_ids, target_ids):
+    """The smallest margin (see `_margin_matrix`) over each row's real
+    (non-PAD) positions of `target_ids`: `[batch]`. Over MARGIN, greedy
+    decoding reproduces that row on any CPU."""
+    target_ids = np.asarray(target_ids)
+    margins = _margin_matrix(model, source_ids, target_ids)
+    return np.where(target_ids != PAD_ID, margins, np.inf).min(axis=1)
+
+
 def translated_with_a_margin(model, tokenizer, sentences, decoding=DecodingOptions()):
     """bool `[len(sentences)]`: whether `model`'s beam search (`decoding`'s
     beam size, 2 or more, and alpha) finds each sentence's translation by
@@ -65,7 +74,6 @@ def translated_with_a_margin(model, tokenizer, sentences, decoding=DecodingOptio
     )
     best = ids[:, 0]
     best = best[:, : max(1, int(np.max(np.sum(best != PAD_ID, axis=1))))]
-    margins = np.where(
-        best != PAD_ID, _margin_matrix(model, source.numpy(), best), np.inf
+    return (sequence_margins(model, source.numpy(), best) > MARGIN) & (
+        scores[:, 0] - scores[:, 1] > MARGIN
     )
-    return (margins.min(axis=1) > MARGIN) & (scores[:, 0] - scores[:, 1] > MARGIN)

@@ -160,6 +160,7 @@ def test_layer_norm_runs_tensorflow_ops_where_the_kernel_cannot_be_built(
         kernels.library.cache_clear()
 
 
+@pytest.mark.slow
 def test_a_cached_kernel_that_does_not_load_is_rebuilt(tmp_path):
     # In a process of its own: a process that loaded the kernels from the
     # usual cache cannot register the same ops from a second file.
