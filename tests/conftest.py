@@ -28,6 +28,19 @@ def pytest_configure(config):
         )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Under `-n 2` (`--dist loadgroup`, pyproject's addopts), the tests of
+    a module that has a module-scoped fixture run on one xdist worker:
+    split over two, each worker would build the fixture (an export, a
+    trained run, a matrix of tool processes) again."""
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        definitions = fixtures.name2fixturedefs.values() if fixtures else ()
+        if any(d.scope == "module" for defs in definitions for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.fixture(scope="session")
 def toy_run_dir(tmp_path_factory):
     """A model_dir trained by the real Trainer to translate four phrases."""

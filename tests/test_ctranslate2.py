@@ -109,6 +109,7 @@ def _first_difference_is_a_near_tie(model, source_ids, ours, theirs):
     return abs(log_probs[ours_next] - log_probs[theirs_next]) < CT2_NEAR_TIE
 
 
+@pytest.mark.slow
 def test_quickstart_sized_model_gives_the_same_greedy_ids_but_at_near_ties(tmp_path):
     # The quickstart's layers, briefly trained on the toy pairs: varied
     # outputs, some running to the length limit, from a model that has

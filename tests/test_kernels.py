@@ -51,6 +51,7 @@ print(json.dumps([results(), results()]))
 """
 
 
+@pytest.mark.slow
 def test_kernels_give_the_same_bits_on_any_thread_count():
     hashes = {}
     for threads in (1, 4):

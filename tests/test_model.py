@@ -117,9 +117,10 @@ def test_logits_shape_and_tied_projection():
     "flags_config, paper_count",
     [
         (dict(vocab_size=37000), 63.1e6),
-        (
+        pytest.param(
             dict(vocab_size=37000, d_model=1024, num_heads=16, d_ff=4096, dropout=0.3),
             214e6,
+            marks=pytest.mark.slow,
         ),
     ],
     ids=["base", "big"],
@@ -166,8 +167,6 @@ def test_invalid_config_names_the_problem():
         TransformerConfig(vocab_size=100, layer_dropout=0.1)
 
 
-@pytest.mark.slow  # builds every shipped model, big included: 38 s
-@pytest.mark.promise
 def test_every_shipped_flagfile_builds_the_model_docs_training_states():
     """Every flags/*.cfg parses as t2t-train reads it, and the table of
     shipped flagfiles in docs/training.md lists each of them (no other)

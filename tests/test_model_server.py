@@ -64,7 +64,6 @@ def test_the_model_server_path_translates_like_t2t_translate(
 
 
 @pytest.mark.slow
-@pytest.mark.promise
 def test_an_xla_export_needs_the_servers_xla_flag(
     loader, toy_run_dir, t2t_translate_output, tmp_path
 ):

@@ -181,6 +181,7 @@ def test_a_checkpoint_is_a_path_or_a_run_directory(toy_run_dir, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_in_memory_exports_translate_like_the_translator(
     in_memory, exported, from_run, tmp_path
 ):

@@ -106,7 +106,7 @@ def test_export_layout_is_tf_servings(exported, toy_run_dir):
         export_saved_model(toy_run_dir, os.path.dirname(exported))
 
 
-@pytest.mark.parametrize("mode", ["tf2", "tf1"])
+@pytest.mark.parametrize("mode", ["tf2", pytest.param("tf1", marks=pytest.mark.slow)])
 def test_fresh_process_translates_like_the_checkpoint(
     exported, checkpoint_translations, mode
 ):
@@ -128,6 +128,7 @@ def _warmup_requests(path):
     ]
 
 
+@pytest.mark.slow
 def test_warmup_requests_parse_and_run_through_the_signature(
     exported, toy_run_dir, tmp_path
 ):
@@ -220,11 +221,13 @@ def test_rows_with_nothing_to_translate_are_not_searched(n_best):
     assert searched == [[]]
 
 
+@pytest.mark.slow
 def test_a_batch_of_zero(exported):
     result = _load_in_fresh_process("tf1", exported, [])
     assert result["translations"] == [] and result["scores"] == []
 
 
+@pytest.mark.slow
 def test_saved_model_cli_run(exported, checkpoint_translations, tmp_path):
     # saved_model_cli has no way to load custom ops: register them first.
     wrapper = (
@@ -255,6 +258,7 @@ def test_saved_model_cli_run(exported, checkpoint_translations, tmp_path):
     assert [t.decode("utf-8") for t in translations] == checkpoint_translations[0][:3]
 
 
+@pytest.mark.slow
 def test_n_best_signature(exported, toy_run_dir):
     translate = tf.saved_model.load(exported).signatures["translate"]
     # Two with something to translate (see test_an_input_with_nothing_to_...
@@ -455,6 +459,7 @@ def _translate_cli(*flags, stdin=None):
     )
 
 
+@pytest.mark.slow
 def test_translate_cli_from_checkpoint_and_saved_model(
     toy_run_dir, exported, checkpoint_translations, tmp_path
 ):

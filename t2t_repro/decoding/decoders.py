@@ -73,7 +73,7 @@ def best_translation_fn(model: DecodingModel, decoding: DecodingOptions):
             return ids[:, 0], scores[:, 0]
 
     if fixed:
-        search = tf.function(search, jit_compile=True)
+        search = tf.function(search, jit_compile=True, autograph=False)
     return lambda source_ids: side_by_side(
         search, source_ids, decoding.parallel_searches
     )

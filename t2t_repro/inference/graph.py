@@ -102,12 +102,16 @@ class TranslationGraph(tf.Module):
                 limits.max_alpha, trainable=False, dtype=tf.float32, name="max_alpha"
             )
         # `(ids [batch, length], scores [batch])` of bucket-padded ids.
-        self.decode_ids = tf.function(best_translation_fn(model, decoding))
+        self.decode_ids = tf.function(
+            best_translation_fn(model, decoding), autograph=False
+        )
         self._n_best = tf.function(
-            lambda ids, k, a: n_best_translations(model, ids, k, a, decoding)
+            lambda ids, k, a: n_best_translations(model, ids, k, a, decoding),
+            autograph=False,
         )
         self._target_log_probs = tf.function(
-            lambda source, target: target_log_probs(model, source, target)
+            lambda source, target: target_log_probs(model, source, target),
+            autograph=False,
         )
 
     def source_ids(self, inputs):
@@ -128,13 +132,17 @@ class TranslationGraph(tf.Module):
             tf.RaggedTensor.from_tensor(ids, padding=PAD_ID)
         )
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
+        autograph=False,
+    )
     def serve(self, inputs):
         source, truncated = self.source_ids(
             admitted(self, {"inputs": inputs})["inputs"]
         )
         cut = tf.reduce_sum(tf.cast(truncated, tf.int32))
-        if cut > 0:
+
+        def log_the_cut():
             tf.print(
                 "t2t_repro:",
                 cut,
@@ -145,6 +153,8 @@ class TranslationGraph(tf.Module):
                 "subword tokens and were truncated",
                 output_stream=sys.stderr,
             )
+
+        tf.cond(cut > 0, log_the_cut, lambda: None)
         ids, scores = translatable_rows_decoded(self.decode_ids, source)
         return {
             "translations": self._detokenize(ids),
@@ -153,11 +163,12 @@ class TranslationGraph(tf.Module):
         }
 
     @tf.function(
+        autograph=False,
         input_signature=[
             tf.TensorSpec([None], tf.string, name="inputs"),
             tf.TensorSpec([], tf.int32, name="beam_size"),
             tf.TensorSpec([], tf.float32, name="alpha"),
-        ]
+        ],
     )
     def translate(self, inputs, beam_size, alpha):
         source, truncated = self.source_ids(
@@ -175,11 +186,12 @@ class TranslationGraph(tf.Module):
         }
 
     @tf.function(
+        autograph=False,
         input_signature=[
             tf.TensorSpec([None], tf.string, name="inputs"),
             tf.TensorSpec([None], tf.string, name="targets"),
             tf.TensorSpec([], tf.float32, name="alpha"),
-        ]
+        ],
     )
     def score(self, inputs, targets, alpha):
         with tf.control_dependencies(

@@ -94,7 +94,7 @@ class DevEvaluator:
         self._model = model
         self._translator = ModelTranslator(model, self.tokenizer, self.decoding)
 
-        @tf.function(reduce_retracing=True)
+        @tf.function(reduce_retracing=True, autograph=False)
         def batch_loss(batch):
             (source, target_input), target_output = batch
             logits = model((source, target_input), training=False)

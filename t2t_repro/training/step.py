@@ -80,7 +80,9 @@ class TrainStep:
         worker was asked to stop)."""
         micro_batch_gradients = self._micro_batch_gradients
         if self.options.jit_compile:
-            micro_batch_gradients = tf.function(micro_batch_gradients, jit_compile=True)
+            micro_batch_gradients = tf.function(
+                micro_batch_gradients, jit_compile=True, autograph=False
+            )
 
         def step(batches):
             per_replica = self.strategy.run(
@@ -96,6 +98,7 @@ class TrainStep:
 
         return tf.function(
             step,
+            autograph=False,
             input_signature=[
                 tuple([element_spec] * self.options.accum_steps * self.local_replicas)
             ],

@@ -3,6 +3,7 @@ buffers and stages, both loops' results alike, outputs that do not
 depend on batch padding, and the empty batch."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from helpers.decoding_models import (
@@ -58,6 +59,7 @@ def test_output_does_not_depend_on_batch_padding(random_model):
         )
 
 
+@pytest.mark.slow
 def test_xla_and_graph_decoders_give_the_same_tokens(random_model):
     # The graph decoders' caches grow; XLA's are fixed-size buffers,
     # doubled in stages (16, 32, then the limit): untrained, the outputs

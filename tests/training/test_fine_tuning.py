@@ -129,6 +129,7 @@ def _train_cli(tmp_path, *flags):
     )
 
 
+@pytest.mark.slow
 def test_cli_fine_tunes_a_copy_and_refuses_another_model(toy_run_dir, tmp_path):
     before = _file_hashes(toy_run_dir)
     new = tmp_path / "new"

@@ -27,7 +27,8 @@ from t2t_repro.training import precision as training_precision
 
 
 @pytest.mark.parametrize(
-    "precision, jit_compile, rtol", [("fp32", True, 1e-5), ("bf16", False, 2e-2)]
+    "precision, jit_compile, rtol",
+    [pytest.param("fp32", True, 1e-5, marks=pytest.mark.slow), ("bf16", False, 2e-2)],
 )
 def test_xla_and_bf16_steps_match_float32(tmp_path, precision, jit_compile, rtol):
     strategy = tf.distribute.MirroredStrategy()
@@ -52,7 +53,10 @@ def test_xla_and_bf16_steps_match_float32(tmp_path, precision, jit_compile, rtol
     assert fraction > (0.999 if precision == "fp32" else 0.95), fraction
 
 
-@pytest.mark.parametrize("precision, rtol", [("fp32", 1e-6), ("bf16", 1e-3)])
+@pytest.mark.parametrize(
+    "precision, rtol",
+    [("fp32", 1e-6), pytest.param("bf16", 1e-3, marks=pytest.mark.slow)],
+)
 def test_cpu_kernels_step_matches_tensorflow_ops(
     tmp_path, monkeypatch, precision, rtol
 ):
@@ -131,7 +135,13 @@ def test_mixed_precision_trains_and_counts_skipped_steps(tmp_path, precision):
     assert int(resumed.optimizer.iterations.numpy()) == updates
 
 
-@pytest.mark.parametrize("precision", ["bf16", "fp16", "bf16 weights"])
+@pytest.mark.parametrize(
+    "precision",
+    [
+        "bf16",
+        *(pytest.param(p, marks=pytest.mark.slow) for p in ("fp16", "bf16 weights")),
+    ],
+)
 def test_mixed_precision_decodes_as_float32_does(toy_run_dir, precision):
     # A run trained in 16 bits evaluates its dev BLEU with that model. On
     # the toy run, bf16's log-probabilities of the targets are float32's

@@ -59,6 +59,7 @@ def _weights(model):
     return [w.numpy() for w in model.trainable_weights]
 
 
+@pytest.mark.slow
 def test_best_checkpoints_are_kept_resumed_and_averaged(tmp_path):
     run = str(tmp_path / "run")
     scores = [1.0, 3.0, 2.0, 2.5, 4.0, 0.5]

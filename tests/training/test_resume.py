@@ -88,7 +88,9 @@ def test_changed_data_order_options_do_not_resume_silently(tmp_path):
             {"mixed_precision": "fp32"},
             "'mixed_precision': ('bf16', 'fp32')",
         ),
-        ({}, {"accum_steps": 2}, "'accum_steps': (1, 2)"),
+        pytest.param(
+            {}, {"accum_steps": 2}, "'accum_steps': (1, 2)", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_a_resume_with_another_precision_or_accum_steps_is_refused(

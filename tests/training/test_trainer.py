@@ -7,6 +7,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from helpers.margins import teacher_forced_margins
@@ -126,6 +127,7 @@ def test_tensorboard_curves_and_dev_evaluation(tmp_path):
     assert tf.train.latest_checkpoint(str(tmp_path / "tb")).endswith("ckpt-10")
 
 
+@pytest.mark.slow
 def test_dev_evaluations_do_not_change_what_is_trained(tmp_path):
     # How often the dev set is scored is a monitoring choice: it must
     # not move the dropout masks or the data order, or the recipes'
