@@ -167,6 +167,7 @@ def test_invalid_config_names_the_problem():
         TransformerConfig(vocab_size=100, layer_dropout=0.1)
 
 
+@pytest.mark.slow  # builds every shipped model, the big ones too
 def test_every_shipped_flagfile_builds_the_model_docs_training_states():
     """Every flags/*.cfg parses as t2t-train reads it, and the table of
     shipped flagfiles in docs/training.md lists each of them (no other)

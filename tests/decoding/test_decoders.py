@@ -42,7 +42,8 @@ def test_both_decoders_copy_held_out_sequences(copy_model):
     assert np.all(beam_scores[:, 0] >= greedy_scores - 1e-5)
 
 
-@pytest.mark.parametrize("beam_size", [pytest.param(1, marks=pytest.mark.slow), 4])
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size", [1, 4])
 def test_parallel_searches_give_the_results_of_one(copy_model, beam_size):
     options = DecodingOptions(extra_length=6, beam_size=beam_size)
     sources = margin_checked_sources(copy_model, 8, 5)

@@ -170,6 +170,7 @@ def _assert_same_weights(got, want):
             np.testing.assert_allclose(got[key], value, atol=1e-5, err_msg=key)
 
 
+@pytest.mark.slow
 def test_two_workers_resume_from_the_chiefs_checkpoint(tmp_path):
     straight = _two_workers(tmp_path / "straight", 6)
     _two_workers(tmp_path / "resumed", 4)
