@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from t2t_repro import layers
-from t2t_repro.config import PAD_ID, TransformerConfig
+from t2t_repro.config import TransformerConfig
 from t2t_repro.layers.dropout import Dropout
 from t2t_repro.layers.encoder_layer import LAYER_NORM_EPSILON
 from t2t_repro.layers.layer_normalization import LayerNormalization
@@ -90,12 +90,23 @@ class Transformer(keras.Model):
             self.decoder_norm = LayerNormalization(
                 epsilon=LAYER_NORM_EPSILON, name="decoder_norm"
             )
-        self.build_model()
+        self.build()
 
-    def build_model(self):
-        """Creates every weight by running one token through the model."""
-        ids = tf.constant([[PAD_ID + 4]])
-        self((ids, ids), training=False)
+    def build(self, input_shape=None):
+        """Creates every weight from shapes alone, in the order a first call
+        would (so a seed gives the same initial weights). Without it, Keras
+        would build a model by tracing its whole call once more."""
+        sequence_shape = (None, None, self.config.d_model)
+        self.embedding.build()
+        self.position_encoding.build(sequence_shape)
+        for layer in self.encoder_layers:
+            layer.build(sequence_shape)
+        if self.config.pre_norm:
+            self.encoder_norm.build(sequence_shape)
+        for layer in self.decoder_layers:
+            layer.build(sequence_shape, sequence_shape)
+        if self.config.pre_norm:
+            self.decoder_norm.build(sequence_shape)
 
     def _final_norm(self, norm_name, x):
         return getattr(self, norm_name)(x) if self.config.pre_norm else x

@@ -152,6 +152,30 @@ def test_get_config_round_trip_and_weight_save_load(tmp_path):
     np.testing.assert_array_equal(reloaded((source, target)), expected)
 
 
+def test_building_creates_the_weights_a_first_call_would(monkeypatch):
+    """`Transformer.build` creates every weight from shapes, as the layers
+    would one by one on a first call: the same variables and, for a seed,
+    the same values."""
+    config = dataclasses.replace(
+        SMALL, pre_norm=True, position_encoding="learned", source_word_dropout=0.1
+    )
+    keras.utils.set_random_seed(3)
+    built = Transformer(config, name="transformer")
+    keras.utils.set_random_seed(3)
+    monkeypatch.setattr(Transformer, "build", lambda self, input_shape=None: None)
+    called = Transformer(config, name="transformer")
+    # Only the dropouts' seeds so far.
+    assert all(v.path.endswith("seed_generator_state") for v in called.variables)
+    called(_batch(), training=False)
+
+    def paths(model):  # seed generators are named by a process-wide count
+        return [re.sub(r"seed_generator(_\d+)?/", "", v.path) for v in model.variables]
+
+    assert paths(called) == paths(built)
+    for by_call, by_build in zip(called.variables, built.variables):
+        np.testing.assert_array_equal(by_call.numpy(), by_build.numpy(), by_call.path)
+
+
 def test_layer_dropout_reaches_every_layer():
     model = Transformer(dataclasses.replace(SMALL, pre_norm=True, layer_dropout=0.2))
     stack = model.encoder_layers + model.decoder_layers
