@@ -35,6 +35,8 @@ def side_by_side(search, source_ids, searches):
     """
     if searches == 1:
         return search(source_ids)
+    # Traced once, called per slice: tracing is most of a tool's start-up.
+    search = tf.function(search, autograph=False)
     batch = tf.shape(source_ids)[0]
     bounds = [batch * part // searches for part in range(searches + 1)]
     parts = [search(source_ids[start:end]) for start, end in zip(bounds, bounds[1:])]
