@@ -72,7 +72,7 @@ def average_checkpoints(model_dir, output_dir, count, select="last", replace=Fal
     checkpoint = model_checkpoint(model)
     sums = [np.zeros(v.shape, np.float64) for v in model.weights]
     for path in paths:
-        check_intact(model_dir, path)
+        check_intact(model_dir, path, objects=("model",))
     for path in paths:
         checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
         for total, variable in zip(sums, model.weights):

@@ -119,11 +119,12 @@ def newest_intact_checkpoint(model_dir):
     return None, corrupt
 
 
-def check_intact(model_dir, checkpoint):
+def check_intact(model_dir, checkpoint, objects=None):
     """ConfigError `CHECKPOINT: corrupt checkpoint (...)`, naming the
-    run's newest intact checkpoint, unless `checkpoint` reads back
-    whole."""
-    problem = checkpoint_problem(checkpoint)
+    run's newest intact checkpoint, unless `checkpoint` (or, with
+    `objects`, what a restore of those reads: see `checkpoint_problem`)
+    reads back whole."""
+    problem = checkpoint_problem(checkpoint, objects)
     if problem is None:
         return
     intact, _ = newest_intact_checkpoint(model_dir)
@@ -226,7 +227,7 @@ def load_model(model_dir, checkpoint=None):
             f"{checkpoint}: no such checkpoint ({checkpoint}.index is "
             "missing; name it as path/ckpt-STEP)"
         )
-    check_intact(model_dir, checkpoint)
+    check_intact(model_dir, checkpoint, objects=("model",))
     model = Transformer(config, name="transformer")
     config_path = run_dir.file(CONFIG_FILENAME)
     _check_shapes(model, checkpoint, config_path)
@@ -285,15 +286,20 @@ def _check_shapes(model, checkpoint, config_path):
 # Tensors read at once when checking a checkpoint: about 256 MB of float32,
 # so that a big checkpoint is never held in memory whole.
 _CHECK_BATCH_ELEMENTS = 1 << 26
+# Where a checkpoint keeps its object graph, which every restore reads.
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 # What TensorFlow wraps an eager op's error message in.
 _OP_ERROR_DECORATION = re.compile(r"\{\{function_node [^}]*\}\}\s*|\s*\[Op:\w+\]")
 
 
-def checkpoint_problem(checkpoint):
+def checkpoint_problem(checkpoint, objects=None):
     """Why `checkpoint` (a path/ckpt-N prefix) does not read back whole, or
     None. Reads every tensor, the input pipeline's state included, with the
     op a restore uses (which checks each tensor's CRC32C): a truncated or
-    damaged file is found before a restore would fail half-way."""
+    damaged file is found before a restore would fail half-way. With
+    `objects` (top-level names, e.g. ("model",)), only their tensors and
+    the object graph: all that a restore of them reads (a model's weights
+    are a third of a checkpoint that holds Adam's moments)."""
     if not tf.io.gfile.exists(checkpoint + ".index"):
         return f"{checkpoint}.index is missing"
     try:
@@ -303,6 +309,9 @@ def checkpoint_problem(checkpoint):
         batches: list[list[str]] = [[]]
         elements = 0
         for key in sorted(shapes):
+            if objects is not None and key.split("/", 1)[0] not in objects:
+                if key != _OBJECT_GRAPH_KEY:
+                    continue
             if elements >= _CHECK_BATCH_ELEMENTS:
                 batches.append([])
                 elements = 0

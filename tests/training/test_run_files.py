@@ -168,6 +168,37 @@ def test_the_tools_refuse_a_corrupt_checkpoint_naming_the_intact_one(run, suffix
     assert load_model(str(run), previous)[2] == previous
 
 
+def test_a_model_loads_from_a_checkpoint_damaged_outside_its_weights(run):
+    """The tools read a run's weights alone: damaged Adam moments in the
+    newest checkpoint do not stop them; a damaged weight does."""
+    newest = listed_checkpoints(str(run))[-1]
+    reader = tf.train.load_checkpoint(newest)
+    shapes = reader.get_variable_to_shape_map()
+    data_path = newest + ".data-00000-of-00001"
+    with open(data_path, "rb") as handle:
+        intact = handle.read()
+
+    def damage(prefix):
+        """Flips a byte of the biggest tensor under `prefix`: of its first
+        copy (a bundle stores tensors in key order, and Keras' optimizer
+        saves the weights again under optimizer/)."""
+        key = max(
+            (k for k in shapes if k.startswith(prefix)),
+            key=lambda k: math.prod(shapes[k]),
+        )
+        stored = reader.get_tensor(key).tobytes()
+        at = intact.find(stored)
+        assert at >= 0, key
+        with open(data_path, "wb") as handle:
+            handle.write(intact[:at] + bytes([intact[at] ^ 0xFF]) + intact[at + 1 :])
+
+    damage("optimizer/")  # an Adam moment
+    assert load_model(str(run))[2] == newest
+    damage("model/")
+    with pytest.raises(ConfigError, match=rf"^{newest}: corrupt checkpoint \("):
+        load_model(str(run))
+
+
 def _tiny_run(directory, steps):
     """A run directory with checkpoints of one small variable at `steps`."""
     checkpoint = tf.train.Checkpoint(v=tf.Variable(tf.range(1000.0)))
