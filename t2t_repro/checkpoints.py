@@ -299,7 +299,8 @@ def checkpoint_problem(checkpoint, objects=None):
     damaged file is found before a restore would fail half-way. With
     `objects` (top-level names, e.g. ("model",)), only their tensors and
     the object graph: all that a restore of them reads (a model's weights
-    are a third of a checkpoint that holds Adam's moments)."""
+    are a small part of a checkpoint that also holds Adam's moments and
+    the input pipeline's shuffle buffer)."""
     if not tf.io.gfile.exists(checkpoint + ".index"):
         return f"{checkpoint}.index is missing"
     try:
@@ -309,9 +310,9 @@ def checkpoint_problem(checkpoint, objects=None):
         batches: list[list[str]] = [[]]
         elements = 0
         for key in sorted(shapes):
-            if objects is not None and key.split("/", 1)[0] not in objects:
-                if key != _OBJECT_GRAPH_KEY:
-                    continue
+            skipped = objects is not None and key.split("/", 1)[0] not in objects
+            if skipped and key != _OBJECT_GRAPH_KEY:
+                continue
             if elements >= _CHECK_BATCH_ELEMENTS:
                 batches.append([])
                 elements = 0

@@ -35,7 +35,8 @@ def side_by_side(search, source_ids, searches):
     """
     if searches == 1:
         return search(source_ids)
-    # Traced once, called per slice: tracing is most of a tool's start-up.
+    # Traced once and called per slice: a copy per slice would multiply
+    # the tracing and graph optimisation that a tool's start waits for.
     search = tf.function(search, autograph=False)
     batch = tf.shape(source_ids)[0]
     bounds = [batch * part // searches for part in range(searches + 1)]
