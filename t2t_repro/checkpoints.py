@@ -249,7 +249,10 @@ def model_checkpoint(model, **others):
 
     Keras 3 keeps sublayers held in Python lists out of TensorFlow's object
     graph, so `tf.train.Checkpoint(model=model)` would save the embedding
-    alone; explicit paths also keep checkpoints readable and stable.
+    alone; explicit paths also keep checkpoints readable and stable. The
+    paths hold the Keras variables themselves, the objects the optimizer
+    tracks too, so a checkpoint stores each weight once (holding their
+    `tf.Variable`s stored the weights again under optimizer/).
     """
     return tf.train.Checkpoint(model=_variables_by_key(model), **others)
 
@@ -260,10 +263,10 @@ def _variables_by_key(model):
     keyed, rng_states = {}, 0
     for variable in model.variables:
         if variable.path.endswith("seed_generator_state"):
-            keyed[f"dropout_rng/{rng_states}"] = variable.value
+            keyed[f"dropout_rng/{rng_states}"] = variable
             rng_states += 1
         else:
-            keyed[variable.path] = variable.value
+            keyed[variable.path] = variable
     return keyed
 
 

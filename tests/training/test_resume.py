@@ -12,18 +12,44 @@ import tensorflow as tf
 from helpers.toy_run import SMALL, toy_pairs, toy_trainer
 from helpers.train_command import MULTI30K_VAL, run_train
 from helpers.vocab_for_tests import tiny_vocab
+from t2t_repro import checkpoints
 from t2t_repro.checkpoints import load_model
 from t2t_repro.config import ConfigError, TrainingOptions, TransformerConfig
 from t2t_repro.training.prepare import prepare_run
 
 
-def test_resume_reproduces_an_uninterrupted_run(tmp_path):
+def _weights_twice(monkeypatch):
+    """Makes training checkpoints of the earlier layout, which held each
+    weight's `tf.Variable`, so that the optimizer's Keras variables stored
+    every weight again under optimizer/_trainable_variables/."""
+    keyed = checkpoints._variables_by_key
+    monkeypatch.setattr(
+        checkpoints,
+        "_variables_by_key",
+        lambda model: {key: v.value for key, v in keyed(model).items()},
+    )
+
+
+@pytest.mark.parametrize("layout", ["each_weight_once", "weights_twice"])
+def test_resume_reproduces_an_uninterrupted_run(tmp_path, monkeypatch, layout):
     straight = toy_trainer(tmp_path / "straight", 20)
     straight.train()
     expected = [w.numpy() for w in straight.model.weights]
+    saved = tf.train.list_variables(str(tmp_path / "straight" / "ckpt-20"))
+    stored = [n for n, _ in saved if n.startswith("model/")]
+    assert len(stored) == len(straight.model.variables)  # dropout RNGs too
+    assert not [n for n, _ in saved if n.startswith("optimizer/_trainable")]
 
-    first_half = toy_trainer(tmp_path / "resumed", 10)
-    assert first_half.train() == 10
+    with monkeypatch.context() as patch:
+        if layout == "weights_twice":
+            _weights_twice(patch)
+        first_half = toy_trainer(tmp_path / "resumed", 10)
+        assert first_half.train() == 10
+    saved = tf.train.list_variables(str(tmp_path / "resumed" / "ckpt-10"))
+    copies = [n for n, _ in saved if n.startswith("optimizer/_trainable")]
+    assert len(copies) == (layout == "weights_twice") * len(
+        first_half.model.trainable_variables
+    )
     del first_half
     resumed = toy_trainer(tmp_path / "resumed", 20)
     assert resumed.step == 10

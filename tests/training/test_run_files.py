@@ -179,9 +179,7 @@ def test_a_model_loads_from_a_checkpoint_damaged_outside_its_weights(run):
         intact = handle.read()
 
     def damage(prefix):
-        """Flips a byte of the biggest tensor under `prefix`: of its first
-        copy (a bundle stores tensors in key order, and Keras' optimizer
-        saves the weights again under optimizer/)."""
+        """Flips a byte of the biggest tensor under `prefix`."""
         key = max(
             (k for k in shapes if k.startswith(prefix)),
             key=lambda k: math.prod(shapes[k]),
@@ -192,7 +190,7 @@ def test_a_model_loads_from_a_checkpoint_damaged_outside_its_weights(run):
         with open(data_path, "wb") as handle:
             handle.write(intact[:at] + bytes([intact[at] ^ 0xFF]) + intact[at + 1 :])
 
-    damage("optimizer/_variables/")  # an Adam moment, not a copy of a weight
+    damage("optimizer/_variables/")  # an Adam moment
     assert load_model(str(run))[2] == newest
     damage("model/")
     with pytest.raises(ConfigError, match=rf"^{newest}: corrupt checkpoint \("):
