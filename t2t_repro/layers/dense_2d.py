@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from t2t_repro.layers.shapes import dims
+
 
 def dense_2d(dense, x):
     """Applies `dense` to `[..., width]` via a `[rows, width]` matmul.
@@ -12,7 +14,7 @@ def dense_2d(dense, x):
     transposes, and oneDNN's fused 2-D MatMul(+BiasAdd) is the fast path on
     a CPU, so sequences are flattened first.
     """
-    shape = tf.shape(x)
+    leading = dims(x)[:-1]
     flat = tf.reshape(x, [-1, x.shape[-1]])
     output = dense(flat)
-    return tf.reshape(output, tf.concat([shape[:-1], [output.shape[-1]]], 0))
+    return tf.reshape(output, [*leading, output.shape[-1]])

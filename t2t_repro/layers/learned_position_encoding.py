@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from t2t_repro.layers.shapes import dims
+
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class LearnedPositionEncoding(keras.layers.Layer):
@@ -37,7 +39,7 @@ class LearnedPositionEncoding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0):
-        shape = tf.shape(inputs)
+        shape = dims(inputs)
         tf.debugging.assert_less_equal(
             shape[1] + start_index,
             self.max_length,

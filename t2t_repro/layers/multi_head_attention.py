@@ -8,6 +8,7 @@ from t2t_repro.layers.dense_2d import dense_2d
 from t2t_repro.layers.scaled_dot_product_attention import (
     ScaledDotProductAttention,
 )
+from t2t_repro.layers.shapes import dims
 
 
 def write_positions(cache, update, index):
@@ -26,7 +27,7 @@ def write_positions(cache, update, index):
     >>> write_positions(cache, update, 1)[0, 0, :, 0].numpy().tolist()
     [0.0, 1.0, 1.0, 0.0]
     """
-    shape = tf.shape(update)
+    shape = dims(update)
     grid = tf.meshgrid(
         tf.range(shape[0]),
         tf.range(shape[1]),
@@ -40,7 +41,7 @@ def _beams_as_queries(x, sentences):
     """`[sentences * beams, heads, length, d]` -> `[sentences, heads,
     beams * length, d]` (row b * beams + k is sentence b's beam k), and
     beams."""
-    shape = tf.shape(x)
+    shape = dims(x)
     beams = shape[0] // sentences
     x = tf.reshape(x, [sentences, beams, shape[1], shape[2], shape[3]])
     x = tf.transpose(x, [0, 2, 1, 3, 4])
@@ -49,7 +50,7 @@ def _beams_as_queries(x, sentences):
 
 def _queries_as_beams(x, beams):
     """The inverse of `_beams_as_queries`."""
-    shape = tf.shape(x)
+    shape = dims(x)
     x = tf.reshape(x, [shape[0], shape[1], beams, shape[2] // beams, shape[3]])
     x = tf.transpose(x, [0, 2, 1, 3, 4])
     return tf.reshape(x, [shape[0] * beams, shape[1], shape[2] // beams, shape[3]])
@@ -181,7 +182,7 @@ class MultiHeadAttention(keras.layers.Layer):
         q = self._split_heads(dense_2d(self.query_dense, query), self.key_dim)
         shared_source = cache is not None and key_value is None
         if shared_source:
-            q, beams = _beams_as_queries(q, tf.shape(k)[0])
+            q, beams = _beams_as_queries(q, dims(k)[0])
         attended, weights = self.attention(
             q,
             k,

@@ -6,6 +6,7 @@ import tensorflow as tf
 from t2t_repro import kernels
 from t2t_repro.layers.dropout import Dropout
 from t2t_repro.layers.masks import NEG_INF
+from t2t_repro.layers.shapes import dims
 
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
@@ -50,7 +51,7 @@ class ScaledDotProductAttention(keras.layers.Layer):
         training=None,
         return_attention_scores=False,
     ):
-        depth_sqrt = tf.sqrt(tf.cast(tf.shape(query)[-1], tf.float32))
+        depth_sqrt = tf.sqrt(tf.cast(dims(query)[-1], tf.float32))
         logits = tf.matmul(query, key, transpose_b=True)
         if (
             attention_mask is not None

@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from t2t_repro.layers.shapes import dims
+
 
 @keras.saving.register_keras_serializable(package="t2t_repro")
 class SinusoidalPositionEncoding(keras.layers.Layer):
@@ -25,7 +27,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     """
 
     def call(self, inputs, start_index=0):
-        shape = tf.shape(inputs)
+        shape = dims(inputs)
         d_model = inputs.shape[-1]
         if d_model % 2:
             raise ValueError(f"d_model must be even, got {d_model}")
