@@ -8,10 +8,10 @@ def dims(x):
     size, scalar tensors where only the running graph does.
 
     A size read from `tf.shape(x)[i]` adds a slice and three constants to
-    the graph at every use; the decoding graph reshapes on every layer and
-    step, and the extra nodes cost tracing and Grappler most of a
-    second at a tool's start. Sizes such as the heads and their depth are
-    known while tracing.
+    the graph at every use, and the decoding graph reshapes in every layer
+    of every step: nodes that tracing and Grappler process at each tool's
+    start. Sizes such as the heads and their depth are known while
+    tracing.
 
     >>> dims(tf.zeros([2, 3]))
     [2, 3]
