@@ -138,7 +138,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _split_heads(self, x, depth):
         """[batch, length, heads * depth] -> [batch, heads, length, depth]."""
-        shape = tf.shape(x)
+        shape = dims(x)
         if x.shape[1] == 1:
             # A decoding step: with one position, moving the heads axis
             # moves no data, and a reshape costs nothing where a transpose
@@ -194,7 +194,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if shared_source:
             attended = _queries_as_beams(attended, beams)
             weights = _queries_as_beams(weights, beams)
-        shape = tf.shape(attended)
+        shape = dims(attended)
         if query.shape[1] != 1:  # see _split_heads
             attended = tf.transpose(attended, [0, 2, 1, 3])
         # A static query length stays static: the next layer's
