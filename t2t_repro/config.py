@@ -457,10 +457,10 @@ class DecodingOptions(Settings):
         "fixed shapes, so its loops keep every sentence until the last "
         "ends, over cache buffers that double in stages; without it, "
         "finished sentences leave and the caches grow with the output, "
-        "which was faster on the CPU measured since the decoding threads "
-        "(docs/performance.md); an XLA decoder keeps TensorFlow's default "
-        "threads per op. An "
-        "export's XLA decoder runs in TF Serving only with "
+        "which was faster where both were measured with the decoding "
+        "threads (docs/performance.md); an XLA decoder keeps TensorFlow's "
+        "default threads per op. An export's XLA decoder runs in TF "
+        "Serving only with "
         "--xla_cpu_compilation_enabled=true.",
         flag="decode_jit_compile",
     )
