@@ -20,6 +20,7 @@ from t2t_repro.checkpoints import (
     latest_checkpoint,
     listed_checkpoints,
     model_checkpoint,
+    restore_model,
 )
 from t2t_repro.config import ConfigError
 from t2t_repro.data.vocabulary import SPM_MODEL_FILENAME
@@ -74,7 +75,7 @@ def average_checkpoints(model_dir, output_dir, count, select="last", replace=Fal
     for path in paths:
         check_intact(model_dir, path, objects=("model",))
     for path in paths:
-        checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+        restore_model(model, path, run_dir.file(CONFIG_FILENAME))
         for total, variable in zip(sums, model.weights):
             total += variable.numpy()
     for total, variable in zip(sums, model.weights):

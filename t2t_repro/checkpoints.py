@@ -216,8 +216,7 @@ def load_model(model_dir, checkpoint=None):
     silent fall-back to an older one (whose scores would be credited to
     the wrong step)."""
     run_dir = RunDir(model_dir)
-    config = run_dir.load_config()
-    proto = run_dir.load_vocabulary()
+    config, proto = run_dir.load_config_and_vocabulary()
     if not checkpoint:
         checkpoint = latest_checkpoint(model_dir)
         if checkpoint is None:
@@ -229,7 +228,13 @@ def load_model(model_dir, checkpoint=None):
         )
     check_intact(model_dir, checkpoint, objects=("model",))
     model = Transformer(config, name="transformer")
-    config_path = run_dir.file(CONFIG_FILENAME)
+    restore_model(model, checkpoint, run_dir.file(CONFIG_FILENAME))
+    return model, proto, checkpoint
+
+
+def restore_model(model, checkpoint, config_path):
+    """Restores `model`'s weights from `checkpoint`; a ConfigError naming
+    both if they do not fit the model built from `config_path`."""
     _check_shapes(model, checkpoint, config_path)
     try:
         model_checkpoint(model).restore(
@@ -240,7 +245,6 @@ def load_model(model_dir, checkpoint=None):
         raise ConfigError(
             f"{checkpoint}: does not fit {config_path}: {first_line}"
         ) from None
-    return model, proto, checkpoint
 
 
 def model_checkpoint(model, **others):

@@ -128,6 +128,21 @@ class RunDir:
             ) from None
         return proto
 
+    def load_config_and_vocabulary(self):
+        """(TransformerConfig, SentencePiece proto) of the run; ConfigError
+        if spm.model does not have config.json's vocab_size pieces (a
+        vocabulary from another run): the model would emit ids it cannot
+        detokenize, or look up ids past its embedding."""
+        config, proto = self.load_config(), self.load_vocabulary()
+        pieces = vocab_size_of(proto)
+        if pieces != config.vocab_size:
+            raise ConfigError(
+                f"{self.vocab_path}: {pieces} pieces, but "
+                f"{self.file(CONFIG_FILENAME)} has vocab_size="
+                f"{config.vocab_size}: not this run's vocabulary"
+            )
+        return config, proto
+
     def existing_or_new_vocabulary(
         self, train_vocabulary, is_chief, chief_start_seconds=600, poll_seconds=1
     ):

@@ -183,6 +183,31 @@ def startup_log_held():
     startup_log.release()
 
 
+def _undecodable_flagfile(argv):
+    """'FILE:LINE: not valid UTF-8' for the first --flagfile of `argv`,
+    or of the flagfiles they name, that absl could not read."""
+    pending = [
+        argument.split("=", 1)[1]
+        for argument in argv[1:]
+        if argument.lstrip("-").startswith("flagfile=")
+    ]
+    while pending:
+        path = pending.pop(0)
+        try:
+            with open(path, "rb") as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            continue
+        for number, raw in enumerate(lines, start=1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as error:
+                return f"{path}:{number}: not valid UTF-8 (byte {error.start})"
+            if line.lstrip("-").startswith("flagfile="):
+                pending.append(line.split("=", 1)[1])
+    return "a flagfile is not valid UTF-8"
+
+
 def _parse_flags(argv):
     """absl's parser, with a bad flag as one line like every other error;
     then a settings flag's value is checked as its settings class checks
@@ -191,6 +216,8 @@ def _parse_flags(argv):
         argv = FLAGS(argv)
     except flags.Error as error:
         _exit_with_error(" ".join(str(error).split()))
+    except UnicodeDecodeError:  # absl reads flagfiles as text
+        _exit_with_error(_undecodable_flagfile(argv))
     try:
         cli_flags.check_setting_flags()
     except ConfigError as error:

@@ -62,13 +62,22 @@ flags.DEFINE_string(
     "saved_model", None, "A t2t-export version directory, instead of --model_dir."
 )
 flags.DEFINE_string(
-    "src", None, "Source sentences, one per line (.gz allowed).", required=True
+    "src",
+    None,
+    "Source sentences, one per line (.gz allowed; - for stdin).",
+    required=True,
 )
 flags.DEFINE_string(
     "tgt",
     None,
-    "Their translations, line-aligned with --src (.gz allowed).",
+    "Their translations, line-aligned with --src (.gz allowed; - for "
+    "stdin, e.g. t2t-translate's output piped in).",
     required=True,
+)
+flags.register_multi_flags_validator(
+    ["src", "tgt"],
+    lambda values: values["src"] != "-" or values["tgt"] != "-",
+    message="--src and --tgt cannot both be stdin",
 )
 define_streaming_flags("Where to write the scores; - for stdout.")
 # Of the decoding settings, only those scoring uses.
@@ -97,12 +106,25 @@ def make_scorer():
 
 
 def main():
-    from t2t_repro.data.text_files import check_parallel_files, numbered_lines
+    from t2t_repro.data.text_files import (
+        aligned_lines,
+        check_exists,
+        is_read_once,
+    )
     from t2t_repro.inference.batching import warn_truncated
 
-    # Before the model loads: misaligned files fail in seconds.
-    lines = check_parallel_files(FLAGS.src, FLAGS.tgt).lines
-    done = resumed_inputs(1, lambda text, _: SCORE_LINE.fullmatch(text) is not None)
+    # Before the model loads: misaligned files fail in seconds. Stdin or a
+    # pipe is read once, so its alignment is checked as it is scored.
+    lines = None
+    for path in (FLAGS.src, FLAGS.tgt):
+        check_exists(path)
+    if not (is_read_once(FLAGS.src) or is_read_once(FLAGS.tgt)):
+        lines = sum(1 for _ in aligned_lines(FLAGS.src, FLAGS.tgt))
+    done = resumed_inputs(
+        {"src": FLAGS.src, "tgt": FLAGS.tgt},
+        1,
+        lambda text, _: SCORE_LINE.fullmatch(text) is not None,
+    )
     scorer = make_scorer()
 
     def score(pairs, first_index, progress):
@@ -115,10 +137,7 @@ def main():
         ], truncated
 
     pairs = (
-        (source, target)
-        for (_, source), (_, target) in zip(
-            numbered_lines(FLAGS.src), numbered_lines(FLAGS.tgt)
-        )
+        (source, target) for _, source, target in aligned_lines(FLAGS.src, FLAGS.tgt)
     )
     scored, truncated = run_stream(
         pairs,

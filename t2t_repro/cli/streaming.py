@@ -8,6 +8,7 @@ Defines flags (in `define_streaming_flags`) but imports neither TensorFlow
 nor the library's TensorFlow modules: `--help` must stay fast.
 """
 
+import contextlib
 import itertools
 import os
 import re
@@ -65,10 +66,10 @@ def define_streaming_flags(output_help):
 def count_lines(path):
     """The lines of a regular file (checked as UTF-8, gzip too), or None
     for stdin or a pipe, which cannot be read twice."""
-    from t2t_repro.data.text_files import check_exists, numbered_lines
+    from t2t_repro.data.text_files import check_exists, is_read_once, numbered_lines
 
     check_exists(path)
-    if not os.path.isfile(path):
+    if is_read_once(path):
         return None
     return sum(1 for _ in numbered_lines(path))
 
@@ -121,13 +122,29 @@ def _chunks(items, size):
         yield chunk
 
 
-def resumed_inputs(lines_per_input, line_fits):
+def resumed_inputs(inputs, lines_per_input, line_fits):
     """With --resume, how many inputs --output holds the output of (see
-    `resume_point`); else 0. Call before loading a model: output of other
-    flags fails in a second."""
+    `resume_point`); else 0. First a DataError if --output is one of
+    `inputs` ({flag name: path}), which opening it for writing would
+    empty before it is read. Call before loading a model: either mistake
+    fails in a second."""
+    from t2t_repro.data.text_files import STDIN
+
+    output = FLAGS.output
+    if output != STDOUT and os.path.exists(output):
+        for name, path in inputs.items():
+            if (
+                path != STDIN
+                and os.path.exists(path)
+                and os.path.samefile(path, output)
+            ):
+                raise DataError(
+                    f"{output}: --output is also --{name}, which writing "
+                    "it would destroy; give another --output"
+                )
     if not FLAGS.resume:
         return 0
-    return resume_point(FLAGS.output, lines_per_input, line_fits)
+    return resume_point(output, lines_per_input, line_fits)
 
 
 def run_stream(items, total, process, lines_per_input, input_name, verb, unit, done):
@@ -170,8 +187,22 @@ def run_stream(items, total, process, lines_per_input, input_name, verb, unit, d
     with handle:
         for chunk in _chunks(items, FLAGS.buffer_size):
             lines, chunk_truncated = process(chunk, done + processed, progress)
-            handle.write("".join(line + "\n" for line in lines).encode("utf-8"))
-            handle.flush()
+            try:
+                handle.write("".join(line + "\n" for line in lines).encode("utf-8"))
+                handle.flush()
+            except OSError as error:
+                if FLAGS.output == STDOUT:
+                    raise
+                # Closing flushes the rest again, which fails again; the
+                # message is the one to show.
+                with contextlib.suppress(OSError):
+                    handle.close()
+                # A full disk, say: name the file, which a resume continues.
+                raise DataError(
+                    f"{FLAGS.output}: cannot be written ({error.strerror}) "
+                    f"after the output of {done + processed} inputs; free "
+                    "space, then rerun with --resume to go on from there"
+                ) from None
             processed += len(chunk)
             truncated += chunk_truncated
     if progress is not None:

@@ -130,7 +130,7 @@ def train_from_flags(startup_log):
         if FLAGS.init_from:
             # The source's model and vocabulary, which prepare_run writes.
             model_run, init_checkpoint = fine_tuning_start(run_dir)
-            proto, model_config = model_run.load_vocabulary(), model_run.load_config()
+            model_config, proto = model_run.load_config_and_vocabulary()
         else:
             model_config_from_flags()  # an impossible model fails first
             proto = run_dir.existing_or_new_vocabulary(

@@ -205,7 +205,9 @@ def main():
     # Before the model loads: a bad input fails in a second.
     total = count_lines(FLAGS.input)
     done = resumed_inputs(
-        FLAGS.n_best, output_line_check(FLAGS.n_best, FLAGS.with_scores)
+        {"input": FLAGS.input},
+        FLAGS.n_best,
+        output_line_check(FLAGS.n_best, FLAGS.with_scores),
     )
     translator = make_translator()
 

@@ -238,6 +238,11 @@ def _download_chunks(url):
                 yield chunk
     except urllib.error.HTTPError as error:
         raise DataError(f"{url}: HTTP error {error.code} {error.reason}") from None
+    except ValueError:  # urllib's "unknown url type", a path or a typo
+        raise DataError(
+            f"{url}: not a URL (http://, https:// or file://); for files "
+            "on this machine, --local_copy=DIR takes them from there"
+        ) from None
     except (OSError, http.client.HTTPException) as error:  # URLError too
         reason = getattr(error, "reason", error)  # URLError's socket error
         reason = (

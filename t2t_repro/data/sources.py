@@ -7,7 +7,7 @@ import itertools
 
 from absl import logging
 
-from t2t_repro.data import text_files, tfds_source
+from t2t_repro.data import DataError, text_files, tfds_source
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,14 @@ class Corpus:
     @functools.cached_property
     def parallel_check(self):
         """The `text_files.ParallelFileCheck` of aligned text files: one
-        pass over both, made once."""
+        pass over both, made once, before the pass that reads them."""
+        for path in (self.source_path, self.target_path):
+            if text_files.is_read_once(path):
+                raise DataError(
+                    f"{path}: stdin or a pipe, which can be read only once; "
+                    "a corpus is read more than once (checked, then read): "
+                    "write it to a file first (.gz is fine)"
+                )
         return text_files.check_parallel_files(self.source_path, self.target_path)
 
     def _parsing_pairs(self):

@@ -4,6 +4,7 @@ import dataclasses
 import gzip
 import os
 import sys
+import zlib
 
 import tensorflow as tf
 
@@ -66,26 +67,31 @@ def numbered_lines(path):
                         f"{path}:{number}: not valid UTF-8 (byte "
                         f"{error.start}: {raw[error.start : error.start + 4]!r})"
                     ) from None
-        except (OSError, EOFError) as error:
+        # zlib.error: damaged compressed data inside an intact gzip header.
+        except (OSError, EOFError, zlib.error) as error:
             raise DataError(f"{path}: cannot be read: {error}") from None
 
 
-def check_parallel_files(source_path, target_path):
-    """Reads both files once; raises DataError on anything that is not data.
+def is_read_once(path):
+    """Whether `path` is stdin ("-"), a pipe or a device, which can be read
+    only once (a regular file can be checked, then read again)."""
+    return path == STDIN or (
+        os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
+    )
 
-    Mismatched line counts, undecodable bytes and missing or corrupt files
-    are errors naming file and line. Pairs with an empty side are counted
-    (`text_file_pairs` leaves them out of training data) so that no data
-    is lost silently.
-    """
+
+def aligned_lines(source_path, target_path):
+    """Yields (line number, source text, target text) of two line-aligned
+    files (gzip or stdin too); DataError, once one file ends, if the other
+    goes on, and at the first line that is not UTF-8."""
     source_lines = numbered_lines(source_path)
     target_lines = numbered_lines(target_path)
-    empty_lines, count = [], 0
+    count = 0
     while True:
         source = next(source_lines, None)
         target = next(target_lines, None)
         if source is None and target is None:
-            break
+            return
         if source is None or target is None:
             shorter, longer = (
                 (source_path, target_path)
@@ -103,7 +109,20 @@ def check_parallel_files(source_path, target_path):
                 f"(first unmatched line: {longer}:{count + 1})"
             )
         count += 1
-        if not source[1].strip() or not target[1].strip():
+        yield count, source[1], target[1]
+
+
+def check_parallel_files(source_path, target_path):
+    """Reads both files once; raises DataError on anything that is not data.
+
+    Mismatched line counts, undecodable bytes and missing or corrupt files
+    are errors naming file and line. Pairs with an empty side are counted
+    (`text_file_pairs` leaves them out of training data) so that no data
+    is lost silently.
+    """
+    empty_lines, count = [], 0
+    for count, source, target in aligned_lines(source_path, target_path):
+        if not source.strip() or not target.strip():
             empty_lines.append(count)
     if count == 0:
         raise DataError(f"{source_path}: empty file")

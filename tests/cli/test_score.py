@@ -153,6 +153,44 @@ def test_misaligned_files_are_one_line_naming_the_line(toy_run_dir, tmp_path):
     )
 
 
+def test_targets_piped_in_score_as_from_a_file(toy_run_dir, scored, tmp_path):
+    """`--tgt=-` (t2t-translate's output piped in, say) is read once: its
+    alignment is checked as it is scored, not by a first pass that would
+    leave nothing to score."""
+    (tmp_path / "src").write_text("".join(source + "\n" for source, _ in ALL), "utf-8")
+    targets = "".join(target + "\n" for _, target in ALL)
+    flags = (
+        f"--model_dir={toy_run_dir}",
+        f"--src={tmp_path}/src",
+        "--tgt=-",
+        "--buffer_size=5",  # the batches `scored` was made in
+    )
+    result = run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "score",
+            "--progress=false",
+            f"--alpha={ALPHA}",
+            *flags,
+        ],
+        stdin=targets,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    assert [(float(p), int(t), float(n), float(s)) for p, t, n, s in rows] == scored
+    result = run_python(
+        ["-m", "t2t_repro.cli", "score", "--progress=false", *flags],
+        stdin=targets.split("\n", 1)[1],  # one target short
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"t2t-score: error: - has {len(ALL) - 1} lines but {tmp_path}/src has "
+        f"{len(ALL)}: parallel files must be line-aligned (first unmatched "
+        f"line: {tmp_path}/src:{len(ALL)})"
+    )
+
+
 def test_resume_refuses_output_that_is_not_scores(toy_run_dir, tmp_path):
     """Translations in --output (t2t-translate's, say) are not appended to."""
     (tmp_path / "src").write_text("ein hund\neine katze\n")

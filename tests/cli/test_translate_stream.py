@@ -203,6 +203,22 @@ def test_resume_goes_on_after_output_of_the_same_flags(
     assert resume_point(str(path), n_best, check) == lines // n_best
 
 
+def test_a_failed_write_names_the_output_and_how_to_go_on(toy_run_dir, tmp_path):
+    """Every write to /dev/full fails as on a full disk (ENOSPC): one line
+    naming --output, not an OSError without a file name."""
+    (tmp_path / "in").write_text("ein hund\n")
+    result = _translate_cli(
+        f"--model_dir={toy_run_dir}", f"--input={tmp_path}/in", "--output=/dev/full"
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "t2t-translate: error: /dev/full: cannot be written (No space left on "
+        "device) after the output of 0 inputs; free space, then rerun with "
+        "--resume to go on from there"
+    )
+
+
 def _n_best_ids(model_and_tokenizer, beam_size, alpha):
     """(ids `[sentence, beam, length]`, scores) of SOURCES, searched here."""
     model, tokenizer = model_and_tokenizer

@@ -1,6 +1,7 @@
 """Parallel files, vocabulary, batching: real data and bad input."""
 
 import gzip
+import os
 import socket
 import time
 
@@ -9,6 +10,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
+from helpers.bad_inputs import damaged_gzip
 from helpers.batches import report_batches
 from helpers.multi30k_data import multi30k
 from t2t_repro.config import BOS_ID, EOS_ID, PAD_ID
@@ -123,6 +125,29 @@ def test_crlf_files_read_like_lf_files(tmp_path):
     assert text_files.read_lines(source) == ["a dog", "", "the cat"]
     pairs = list(text_files.text_file_pairs(source, target).as_numpy_iterator())
     assert pairs == [(b"a dog", b"ein hund"), (b"the cat", b"die katze")]
+
+
+def test_a_gzip_file_damaged_mid_stream_is_an_error_naming_it(tmp_path):
+    """zlib's error (the header is intact), not only gzip's."""
+    damaged = tmp_path / "damaged.en.gz"
+    damaged.write_bytes(damaged_gzip())
+    (tmp_path / "ok.de").write_text("x\n" * 20000)
+    with pytest.raises(DataError, match=f"^{damaged}: cannot be read: Error -3 "):
+        text_files.check_parallel_files(str(damaged), str(tmp_path / "ok.de"))
+
+
+def test_a_pipe_is_refused_before_a_read_would_empty_it(tmp_path):
+    """A corpus is read twice (checked, then read): a pipe would be empty
+    the second time. Were it opened, the test would wait for a writer."""
+    os.mkfifo(tmp_path / "pipe.en")
+    (tmp_path / "ok.de").write_text("x\n")
+    corpus = Corpus(
+        source_path=str(tmp_path / "pipe.en"), target_path=str(tmp_path / "ok.de")
+    )
+    with pytest.raises(
+        DataError, match="pipe.en: stdin or a pipe, which can be read only once"
+    ):
+        corpus.check_files()
 
 
 def test_a_10000_token_line_is_dropped_or_cut_not_fatal(multi30k_vocab):

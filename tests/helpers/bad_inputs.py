@@ -9,6 +9,7 @@ exits with status 1 if a tool's exit status was not 2.
 """
 
 import dataclasses
+import gzip
 import json
 import os
 import shlex
@@ -17,6 +18,7 @@ import sys
 import tempfile
 
 from helpers.processes import run_python
+from helpers.vocab_for_tests import tiny_vocab
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,10 +43,16 @@ def write_files(directory, run_dir):
         "empty.en": b"",
         "bad_utf8.en": b"ok\n\xff\xfe bad\nok\n",
         "bad.trees": b"(S (NP (NN a)) (VP (VB b)))\n(S (NP (NN a)\n",
+        "same.en": b"a b\n",
+        "same.de": b"x\n",
+        "latin1.cfg": b"# \xdcbersetzung\n--d_model=64\n",
+        "outer.cfg": f"--flagfile={directory}/latin1.cfg\n".encode(),
+        "corrupt.en.gz": damaged_gzip(),
     }
     for name, data in files.items():
         with open(os.path.join(directory, name), "wb") as handle:
             handle.write(data)
+    os.mkfifo(os.path.join(directory, "pipe.en"))  # never opened by the tools
     refit = os.path.join(directory, "refit")
     shutil.copytree(run_dir, refit)
     config = os.path.join(refit, "config.json")
@@ -53,6 +61,20 @@ def write_files(directory, run_dir):
     with open(config, "w") as handle:
         handle.write(text.replace('"d_ff": ', '"d_ff": 1'))
     write_damaged_runs(directory, run_dir)
+
+
+# Fewer pieces than the toy run's vocabulary has (its words fill 41).
+OTHER_VOCAB_SIZE = 30
+
+
+def damaged_gzip():
+    """A gzip file whose header is intact and whose compressed data is
+    damaged mid-stream (zlib's error, not gzip's)."""
+    data = bytearray(
+        gzip.compress("".join(f"line {i}\n" for i in range(20000)).encode(), mtime=0)
+    )
+    data[3000:3064] = b"\xff" * 64
+    return bytes(data)
 
 
 def _truncate(path, keep):
@@ -111,6 +133,11 @@ def write_damaged_runs(directory, run_dir):
                 json.dump(damage, handle)
         else:
             _truncate(path, damage)
+    # An intact vocabulary of another size, as if copied from another run.
+    copy = os.path.join(directory, "damaged", "spm_other")
+    shutil.copytree(run_dir, copy)
+    with open(os.path.join(copy, "spm.model"), "wb") as handle:
+        handle.write(tiny_vocab(OTHER_VOCAB_SIZE))
 
 
 # A run with one file damaged, {d}/damaged/NAME (see write_damaged_runs):
@@ -183,6 +210,13 @@ _DAMAGED_RUNS = [
         "list_empty",
         "checkpoint: corrupt (not a list of checkpoints)",
         ("train", "eval"),
+    ),
+    (
+        "spm.model of another run",
+        "spm_other",
+        f"spm.model: {OTHER_VOCAB_SIZE} pieces, but "
+        "{d}/damaged/spm_other/config.json has vocab_size=",
+        ("eval", "translate"),
     ),
     # ckpt-200: the toy run's newest (t2t-train resumes from the one before
     # it: see test_reliability.py).
@@ -302,6 +336,16 @@ _ROWS = {
             "d_model=30 is not divisible by num_heads=4",
         ),
         (
+            "gzip damaged mid-stream",
+            _train_on("corrupt.en.gz", "three.de"),
+            "{d}/corrupt.en.gz: cannot be read: Error -3 while decompressing data",
+        ),
+        (
+            "a pipe as a training file",
+            _train_on("pipe.en", "three.de"),
+            "{d}/pipe.en: stdin or a pipe, which can be read only once",
+        ),
+        (
             "unwritable model_dir",
             "--model_dir=/proc/t2t_run --train_src={d}/three.en "
             "--train_tgt={d}/three.de",
@@ -362,6 +406,12 @@ _ROWS = {
             "{d}: not a t2t-export --format=ctranslate2 directory",
         ),
         (
+            "--output is --input",
+            "--model_dir={run} --input={d}/same.en --output={d}/same.en",
+            "{d}/same.en: --output is also --input, which writing it would "
+            "destroy; give another --output",
+        ),
+        (
             "unwritable --output",
             "--model_dir={run} --input={d}/three.en --output=/proc/t2t/out.txt",
             "/proc/t2t/out.txt: No such file or directory",
@@ -403,6 +453,31 @@ _ROWS = {
             "--model_dir={run} --output_dir={d}/average --num_checkpoints=99",
             "cannot average the last 99",
         ),
+        (
+            "checkpoint does not fit config.json",
+            "--model_dir={d}/refit --output_dir={m} --num_checkpoints=1",
+            "does not fit {d}/refit/config.json: ",
+        ),
+    ],
+    "score": [
+        (
+            "--src and --tgt both stdin",
+            "--model_dir={run} --src=- --tgt=-",
+            "--src and --tgt cannot both be stdin",
+        ),
+        (
+            "--output is --tgt",
+            "--model_dir={run} --src={d}/same.en --tgt={d}/same.de "
+            "--output={d}/same.de",
+            "{d}/same.de: --output is also --tgt",
+        ),
+    ],
+    "fetch": [
+        (
+            "--base_url not a URL",
+            "multi30k --data_dir={m} --splits=val --langs=en --base_url={d}/raw",
+            "{d}/raw/val.en.gz: not a URL (http://, https:// or file://)",
+        ),
     ],
     "attention": [
         (
@@ -436,6 +511,11 @@ _ROWS = {
             "impossible model",
             "--d_model=30",
             "d_model=30 is not divisible by num_heads=8",
+        ),
+        (
+            "flagfile not UTF-8",
+            "--flagfile={d}/outer.cfg",
+            "{d}/latin1.cfg:1: not valid UTF-8 (byte 2)",
         ),
     ],
 }
@@ -472,9 +552,14 @@ DEFAULT_SUITE = {
     ("export", "unwritable --export_dir"),
     ("export", "--version with CTranslate2"),
     ("export", "SavedModel settings with CTranslate2"),
+    ("translate", "--output is --input"),
+    ("eval", "spm.model of another run"),
     ("average", "fewer checkpoints than asked"),
+    ("average", "checkpoint does not fit config.json"),
     ("attention", "--layers out of range"),
     ("summary", "impossible model"),
+    ("summary", "flagfile not UTF-8"),
+    ("fetch", "--base_url not a URL"),
 }
 assert DEFAULT_SUITE <= {(c.tool, c.problem) for c in CASES}
 
