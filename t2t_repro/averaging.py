@@ -26,7 +26,7 @@ from t2t_repro.config import ConfigError
 from t2t_repro.data.vocabulary import SPM_MODEL_FILENAME
 from t2t_repro.files import directory_written_whole, read_json_object, write_atomically
 from t2t_repro.model import Transformer
-from t2t_repro.run_dir import CONFIG_FILENAME, RunDir
+from t2t_repro.run_dir import CONFIG_FILENAME, EVAL_DIRNAME, RunDir
 
 # t2t-train --average_last's average, in the run directory.
 AVERAGE_DIRNAME = "average"
@@ -69,7 +69,8 @@ def average_checkpoints(model_dir, output_dir, count, select="last", replace=Fal
     the new average is complete."""
     paths = selected_checkpoints(model_dir, count, select)
     run_dir = RunDir(model_dir)
-    model = Transformer(run_dir.load_config(), name="transformer")
+    config, _ = run_dir.load_config_and_vocabulary()  # copied below
+    model = Transformer(config, name="transformer")
     checkpoint = model_checkpoint(model)
     sums = [np.zeros(v.shape, np.float64) for v in model.weights]
     for path in paths:
@@ -133,9 +134,13 @@ def average_of_last(model_dir, count):
 
 def averaged_checkpoints(directory):
     """What `directory` averages, if `average_checkpoints(select="last")`
-    wrote it and it holds nothing else: its AVERAGED_FILENAME's object;
-    None for anything else."""
-    names = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)}
+    wrote it and it holds nothing else but t2t-eval's scores of it: its
+    AVERAGED_FILENAME's object; None for anything else."""
+    names = {
+        name.rstrip("/")
+        for name in tf.io.gfile.listdir(directory)
+        if name.rstrip("/") != EVAL_DIRNAME and not name.startswith(EVAL_DIRNAME + "_")
+    }
     average_files = {
         CONFIG_FILENAME,
         SPM_MODEL_FILENAME,

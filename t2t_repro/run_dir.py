@@ -36,7 +36,22 @@ from t2t_repro.files import read_json_object, write_atomically
 from t2t_repro.run_lock import LockWatcher
 
 CONFIG_FILENAME = "config.json"
+# Where t2t-eval writes a model directory's scores: MODEL_DIR/eval, or
+# eval_bf16 for a bf16 evaluation (any run's, an average's too).
+EVAL_DIRNAME = "eval"
 TRAINING_OPTIONS_FILENAME = "training.json"
+
+
+def check_vocabulary_fits(config, proto, vocabulary_name, config_name):
+    """ConfigError unless the SentencePiece model `proto` has
+    `config.vocab_size` pieces: a model of another size would emit ids the
+    vocabulary cannot detokenize, or look up ids past its embedding."""
+    pieces = vocab_size_of(proto)
+    if pieces != config.vocab_size:
+        raise ConfigError(
+            f"{vocabulary_name}: {pieces} pieces, but {config_name} has "
+            f"vocab_size={config.vocab_size}: not this model's vocabulary"
+        )
 
 
 class RunDir:
@@ -134,13 +149,9 @@ class RunDir:
         vocabulary from another run): the model would emit ids it cannot
         detokenize, or look up ids past its embedding."""
         config, proto = self.load_config(), self.load_vocabulary()
-        pieces = vocab_size_of(proto)
-        if pieces != config.vocab_size:
-            raise ConfigError(
-                f"{self.vocab_path}: {pieces} pieces, but "
-                f"{self.file(CONFIG_FILENAME)} has vocab_size="
-                f"{config.vocab_size}: not this run's vocabulary"
-            )
+        check_vocabulary_fits(
+            config, proto, self.vocab_path, self.file(CONFIG_FILENAME)
+        )
         return config, proto
 
     def existing_or_new_vocabulary(

@@ -14,6 +14,7 @@ from t2t_repro.averaging import AVERAGE_DIRNAME, AVERAGED_FILENAME, average_of_l
 from t2t_repro.checkpoints import latest_checkpoint
 from t2t_repro.config import ConfigError
 from t2t_repro.files import directory_written_whole
+from t2t_repro.run_dir import EVAL_DIRNAME
 
 
 def _files(directory):
@@ -120,6 +121,9 @@ def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
     with pytest.raises(ConfigError):  # no longer only an average's files
         average_of_last(str(run), 2)
     (average_dir / "marker").unlink()
+    # t2t-eval's scores of the average (docs/training.md) keep it one.
+    (average_dir / EVAL_DIRNAME).mkdir()
+    (average_dir / f"{EVAL_DIRNAME}_bf16").mkdir()
     before = os.stat(average_dir / AVERAGED_FILENAME).st_ino
     average_of_last(str(run), 1)
     assert os.stat(average_dir / AVERAGED_FILENAME).st_ino == before
@@ -128,3 +132,29 @@ def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
         os.path.basename(p) for p in paths
     ]
     assert not [name for name in _files(run) if ".partial" in name]
+
+
+@pytest.mark.parametrize("copy", ["average", "best"])
+def test_training_in_an_average_or_best_directory_is_refused(
+    toy_run_dir, tmp_path, copy
+):
+    """They hold a run's checkpoints without its optimizer or step: a
+    trainer there would start at step 0 and rotate them away."""
+    import shutil
+
+    from t2t_repro.best_checkpoints import BEST_DIRNAME, SCORES_FILENAME
+    from t2t_repro.training.prepare import check_not_a_copy_of_a_run
+
+    run = tmp_path / "run"
+    shutil.copytree(toy_run_dir, run)
+    check_not_a_copy_of_a_run(str(run))
+    if copy == "average":
+        directory, name = average_of_last(str(run), 1)[0], AVERAGED_FILENAME
+    else:
+        directory, name = str(run / BEST_DIRNAME), SCORES_FILENAME
+        os.makedirs(directory)
+        (run / BEST_DIRNAME / SCORES_FILENAME).write_text("{}")
+    with pytest.raises(
+        ConfigError, match=f"^{directory}: .*\\({name}\\), not a training run"
+    ):
+        check_not_a_copy_of_a_run(directory)

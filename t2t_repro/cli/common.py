@@ -183,16 +183,30 @@ def startup_log_held():
     startup_log.release()
 
 
+def _flagfiles(arguments):
+    """The --flagfile paths named in `arguments` (`--flagfile=PATH` or
+    `--flagfile PATH`, one dash or two), `~` expanded as absl does."""
+    paths = []
+    for argument, following in zip(arguments, [*arguments[1:], None]):
+        name, equals, value = argument.lstrip("-").partition("=")
+        if argument.startswith("-") and name == "flagfile":
+            path = value if equals else following
+            if path:
+                paths.append(os.path.expanduser(path))
+    return paths
+
+
 def _undecodable_flagfile(argv):
-    """'FILE:LINE: not valid UTF-8' for the first --flagfile of `argv`,
-    or of the flagfiles they name, that absl could not read."""
-    pending = [
-        argument.split("=", 1)[1]
-        for argument in argv[1:]
-        if argument.lstrip("-").startswith("flagfile=")
-    ]
+    """'FILE:LINE: not valid UTF-8' for the first --flagfile of `argv`, or
+    of the flagfiles they name, that absl could not read as text. (The
+    text-file readers' own check needs TensorFlow, which a flag error must
+    not wait for.)"""
+    pending, seen = _flagfiles(argv[1:]), set()
     while pending:
         path = pending.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
         try:
             with open(path, "rb") as handle:
                 lines = handle.read().splitlines()
@@ -203,8 +217,7 @@ def _undecodable_flagfile(argv):
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError as error:
                 return f"{path}:{number}: not valid UTF-8 (byte {error.start})"
-            if line.lstrip("-").startswith("flagfile="):
-                pending.append(line.split("=", 1)[1])
+            pending.extend(_flagfiles(line.split()))
     return "a flagfile is not valid UTF-8"
 
 

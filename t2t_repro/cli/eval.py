@@ -14,7 +14,7 @@ model_dir/eval at the checkpoint's step.
 import json
 import os
 
-from absl import flags
+from absl import flags, logging
 
 from t2t_repro.cli import common
 from t2t_repro.cli.flags import (
@@ -54,13 +54,26 @@ _SUMMARY_SCORES = (
 
 
 def write_results(output_dir, name, hypotheses, scores):
-    """`name`.hyp (one translation per line) and `name`.json."""
-    os.makedirs(output_dir, exist_ok=True)
+    """`name`.hyp (one translation per line) and `name`.json, each whole or
+    not at all; says so when they replace the results of other settings
+    (a beam size sweep into one directory, say)."""
+    from t2t_repro.files import write_atomically
+
     base = os.path.join(output_dir, name)
-    with open(base + ".hyp", "w", encoding="utf-8") as handle:
-        handle.writelines(h + "\n" for h in hypotheses)
-    with open(base + ".json", "w", encoding="utf-8") as handle:
-        json.dump(scores, handle, indent=2, ensure_ascii=False)
+    try:
+        with open(base + ".json", encoding="utf-8") as handle:
+            earlier = json.load(handle)
+    except (OSError, ValueError):
+        earlier = {}
+    settings = ("checkpoint", "beam_size", "alpha")
+    if earlier and any(earlier.get(key) != scores[key] for key in settings):
+        logging.warning(
+            "replacing %s.hyp and .json, the results of %s",
+            base,
+            ", ".join(f"{key} {earlier.get(key)}" for key in settings),
+        )
+    write_atomically(base + ".hyp", "".join(h + "\n" for h in hypotheses))
+    write_atomically(base + ".json", json.dumps(scores, indent=2, ensure_ascii=False))
     return base
 
 
@@ -81,7 +94,7 @@ def main():
     from t2t_repro.decoding.precision import in_precision, resolve_precision
     from t2t_repro.evaluation import format_scores, score_corpus
     from t2t_repro.inference.threads import use_decoding_threads
-    from t2t_repro.run_dir import CONFIG_FILENAME, RunDir
+    from t2t_repro.run_dir import CONFIG_FILENAME, EVAL_DIRNAME, RunDir
 
     use_decoding_threads(decoding_from_flags())
     corpus = corpus_from_flags("test")
@@ -92,7 +105,7 @@ def main():
     model, proto, checkpoint = load_model(FLAGS.model_dir, FLAGS.checkpoint)
     # Made before the translation: an unwritable one fails in a second, not
     # after the whole test set.
-    output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, "eval")
+    output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, EVAL_DIRNAME)
     os.makedirs(output_dir, exist_ok=True)
     precision = resolve_precision(FLAGS.precision)
     model = in_precision(model, precision)
@@ -111,7 +124,7 @@ def main():
     )
     # A bf16 evaluation of a step is kept apart from the float32 one.
     suffix = "" if precision == "fp32" else f"_{precision}"
-    write_summaries(os.path.join(FLAGS.model_dir, "eval" + suffix), step, scores)
+    write_summaries(os.path.join(FLAGS.model_dir, EVAL_DIRNAME + suffix), step, scores)
     base = write_results(
         output_dir, f"{test_name}.step{step}{suffix}", hypotheses, scores
     )

@@ -52,6 +52,7 @@ from t2t_repro.cli import flags as cli_flags
 from t2t_repro.cli.streaming import (
     SCORE_LINE,
     define_streaming_flags,
+    refuse_output_over_inputs,
     resumed_inputs,
     run_stream,
 )
@@ -106,6 +107,7 @@ def make_scorer():
 
 
 def main():
+    from t2t_repro.data import DataError
     from t2t_repro.data.text_files import (
         aligned_lines,
         check_exists,
@@ -120,11 +122,10 @@ def main():
         check_exists(path)
     if not (is_read_once(FLAGS.src) or is_read_once(FLAGS.tgt)):
         lines = sum(1 for _ in aligned_lines(FLAGS.src, FLAGS.tgt))
-    done = resumed_inputs(
-        {"src": FLAGS.src, "tgt": FLAGS.tgt},
-        1,
-        lambda text, _: SCORE_LINE.fullmatch(text) is not None,
-    )
+        if not lines:
+            raise DataError(f"{FLAGS.src}: empty file: nothing to score")
+    refuse_output_over_inputs(FLAGS.output, {"src": FLAGS.src, "tgt": FLAGS.tgt})
+    done = resumed_inputs(1, lambda text, _: SCORE_LINE.fullmatch(text) is not None)
     scorer = make_scorer()
 
     def score(pairs, first_index, progress):

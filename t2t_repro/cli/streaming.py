@@ -122,29 +122,37 @@ def _chunks(items, size):
         yield chunk
 
 
-def resumed_inputs(inputs, lines_per_input, line_fits):
-    """With --resume, how many inputs --output holds the output of (see
-    `resume_point`); else 0. First a DataError if --output is one of
-    `inputs` ({flag name: path}), which opening it for writing would
-    empty before it is read. Call before loading a model: either mistake
-    fails in a second."""
+def refuse_output_over_inputs(output, inputs):
+    """DataError if `output` (--output) is the regular file one of `inputs`
+    ({flag name: path, "-" for stdin}) reads, by any path or link: opening
+    it for writing would empty it before it is read. Call before loading a
+    model."""
     from t2t_repro.data.text_files import STDIN
 
-    output = FLAGS.output
-    if output != STDOUT and os.path.exists(output):
-        for name, path in inputs.items():
-            if (
-                path != STDIN
-                and os.path.exists(path)
-                and os.path.samefile(path, output)
-            ):
-                raise DataError(
-                    f"{output}: --output is also --{name}, which writing "
-                    "it would destroy; give another --output"
-                )
+    if output == STDOUT or not os.path.isfile(output):
+        return  # a device or a pipe: writing destroys nothing
+    written = os.stat(output)
+    for name, path in inputs.items():
+        if path == STDIN:
+            read = os.fstat(sys.stdin.fileno())
+        elif os.path.exists(path):
+            read = os.stat(path)
+        else:
+            continue
+        if os.path.samestat(read, written):
+            raise DataError(
+                f"{output}: --output is also --{name}, which writing it "
+                "would destroy; give another --output"
+            )
+
+
+def resumed_inputs(lines_per_input, line_fits):
+    """With --resume, how many inputs --output holds the output of (see
+    `resume_point`); else 0. Call before loading a model: output of other
+    flags fails in a second."""
     if not FLAGS.resume:
         return 0
-    return resume_point(output, lines_per_input, line_fits)
+    return resume_point(FLAGS.output, lines_per_input, line_fits)
 
 
 def run_stream(items, total, process, lines_per_input, input_name, verb, unit, done):
@@ -193,15 +201,20 @@ def run_stream(items, total, process, lines_per_input, input_name, verb, unit, d
             except OSError as error:
                 if FLAGS.output == STDOUT:
                     raise
-                # Closing flushes the rest again, which fails again; the
-                # message is the one to show.
+                # Closed now, its flush error ignored, so that the `with`
+                # block's close cannot replace the DataError below.
                 with contextlib.suppress(OSError):
                     handle.close()
-                # A full disk, say: name the file, which a resume continues.
+                # A full disk, say: name the file, and how to go on.
+                resume = (
+                    "; once it can be, --resume goes on from there"
+                    if os.path.isfile(FLAGS.output)
+                    else ""
+                )
                 raise DataError(
-                    f"{FLAGS.output}: cannot be written ({error.strerror}) "
-                    f"after the output of {done + processed} inputs; free "
-                    "space, then rerun with --resume to go on from there"
+                    f"{FLAGS.output}: cannot be written "
+                    f"({error.strerror or error}) after the output of at "
+                    f"least {done + processed} inputs{resume}"
                 ) from None
             processed += len(chunk)
             truncated += chunk_truncated

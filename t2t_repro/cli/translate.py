@@ -53,6 +53,7 @@ from t2t_repro.cli.streaming import (
     SCORE_LINE,
     count_lines,
     define_streaming_flags,
+    refuse_output_over_inputs,
     resumed_inputs,
     run_stream,
 )
@@ -204,10 +205,9 @@ def main():
         use_decoding_threads(threads_decoding())
     # Before the model loads: a bad input fails in a second.
     total = count_lines(FLAGS.input)
+    refuse_output_over_inputs(FLAGS.output, {"input": FLAGS.input})
     done = resumed_inputs(
-        {"input": FLAGS.input},
-        FLAGS.n_best,
-        output_line_check(FLAGS.n_best, FLAGS.with_scores),
+        FLAGS.n_best, output_line_check(FLAGS.n_best, FLAGS.with_scores)
     )
     translator = make_translator()
 

@@ -118,6 +118,11 @@ def multi30k_files(
         _known("split", splits, MULTI30K_SPLITS),
         _known("language", langs, MULTI30K_LANGS),
     )
+    if not urllib.parse.urlsplit(base_url).scheme:  # a path, or a typo
+        raise DataError(
+            f"{base_url}: not a URL (http://, https:// or file://); for files "
+            "on this machine, --local_copy=DIR takes them from there"
+        )
     # urljoin replaces the last path segment, so the folder needs its "/".
     raw_folder = base_url.rstrip("/") + "/"
     files = [
@@ -238,11 +243,6 @@ def _download_chunks(url):
                 yield chunk
     except urllib.error.HTTPError as error:
         raise DataError(f"{url}: HTTP error {error.code} {error.reason}") from None
-    except ValueError:  # urllib's "unknown url type", a path or a typo
-        raise DataError(
-            f"{url}: not a URL (http://, https:// or file://); for files "
-            "on this machine, --local_copy=DIR takes them from there"
-        ) from None
     except (OSError, http.client.HTTPException) as error:  # URLError too
         reason = getattr(error, "reason", error)  # URLError's socket error
         reason = (

@@ -65,8 +65,9 @@ class Corpus:
         for path in (self.source_path, self.target_path):
             if text_files.is_read_once(path):
                 raise DataError(
-                    f"{path}: stdin or a pipe, which can be read only once; "
-                    "a corpus is read more than once (checked, then read): "
+                    f"{path}: stdin, a pipe or a device, which can be read "
+                    "only once; a corpus is read more than once (checked, "
+                    "then read): "
                     "write it to a file first (.gz is fine)"
                 )
         return text_files.check_parallel_files(self.source_path, self.target_path)

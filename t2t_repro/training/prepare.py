@@ -5,21 +5,23 @@ newest intact checkpoint, and handed to it with the lock."""
 
 import contextlib
 import dataclasses
+import os
 
 import keras
 import tensorflow as tf
 from absl import logging
 
-from t2t_repro.best_checkpoints import BestCheckpoints
+from t2t_repro.averaging import AVERAGED_FILENAME
+from t2t_repro.best_checkpoints import SCORES_FILENAME, BestCheckpoints
 from t2t_repro.checkpoints import (
     checkpoint_manager,
     checkpoint_to_resume,
     model_checkpoint,
 )
 from t2t_repro.config import ConfigError
-from t2t_repro.data.vocabulary import make_tokenizer, vocab_size_of
+from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
-from t2t_repro.run_dir import RunDir
+from t2t_repro.run_dir import RunDir, check_vocabulary_fits
 from t2t_repro.run_lock import training_lock
 from t2t_repro.training import distribution
 from t2t_repro.training.input_state import InputState, data_identity, record_start
@@ -34,10 +36,28 @@ def hold_run_lock(model_dir, strategy):
     before it learns the vocabulary, `prepare_run` otherwise; closing the
     stack lets go of it, and `prepare_run` hands it to the `Trainer`,
     which lets go of it when its training ends."""
+    check_not_a_copy_of_a_run(model_dir)
     held = contextlib.ExitStack()
     if distribution.is_chief(strategy):
         held.enter_context(training_lock(model_dir))
     return held
+
+
+def check_not_a_copy_of_a_run(model_dir):
+    """ConfigError if `model_dir` holds checkpoints a tool copied out of a
+    run (an average, a run's best/ directory): training there would start
+    again at step 0 and rotate them away."""
+    for name, what in (
+        (AVERAGED_FILENAME, "an average of a run's checkpoints"),
+        (SCORES_FILENAME, "a run's best checkpoints"),
+    ):
+        if tf.io.gfile.exists(os.path.join(model_dir, name)):
+            raise ConfigError(
+                f"{model_dir}: {what} ({name}), not a training run: training "
+                "there would replace them; give the run's own --model_dir, or "
+                "a new one with --init_from=ONE/OF/THEM/ckpt-STEP to train on "
+                "from it"
+            )
 
 
 def prepare_run(
@@ -92,13 +112,12 @@ def prepare_run(
                 data_identity(data_sources),
             )
         keras.utils.set_random_seed(options.seed)
-        pieces = vocab_size_of(vocab_proto)
-        if model_config.vocab_size != pieces:
-            raise ConfigError(
-                f"model vocab_size={model_config.vocab_size} but the "
-                f"SentencePiece vocabulary has {pieces} pieces: the "
-                "decoder would emit ids the vocabulary cannot detokenize"
-            )
+        check_vocabulary_fits(
+            model_config,
+            vocab_proto,
+            "the SentencePiece vocabulary",
+            "the model config",
+        )
         training_tokenizer = make_tokenizer(
             vocab_proto, sampling=options.subword_sampling
         )

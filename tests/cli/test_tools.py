@@ -183,3 +183,23 @@ def test_attention_cli_writes_pngs(toy_run_dir, tmp_path):
     )
     assert result.returncode != 0
     assert "--heads=5: [5] out of range; the model has 2 heads" in result.stderr
+
+
+def test_eval_results_replacing_those_of_other_settings_say_so(tmp_path, caplog):
+    """t2t-eval names its results after the test set and the step: a beam
+    size sweep into one --output_dir keeps the last, and says which it
+    replaced."""
+    from t2t_repro.cli.eval import write_results
+
+    scores = {"checkpoint": "run/ckpt-9", "beam_size": 1, "alpha": 0.6, "bleu": 1.0}
+    write_results(str(tmp_path), "test.step9", ["a"], scores)
+    write_results(str(tmp_path), "test.step9", ["b"], scores)
+    assert "replacing" not in caplog.text  # the same settings, again
+    write_results(str(tmp_path), "test.step9", ["c"], {**scores, "beam_size": 4})
+    assert (
+        f"replacing {tmp_path}/test.step9.hyp and .json, the results of "
+        "checkpoint run/ckpt-9, beam_size 1, alpha 0.6"
+    ) in caplog.text
+    assert (tmp_path / "test.step9.hyp").read_text() == "c\n"
+    assert json.loads((tmp_path / "test.step9.json").read_text())["beam_size"] == 4
+    assert sorted(os.listdir(tmp_path)) == ["test.step9.hyp", "test.step9.json"]

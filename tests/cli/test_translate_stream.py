@@ -18,7 +18,11 @@ from sentencepiece import sentencepiece_model_pb2
 from helpers.processes import REPO, quiet_environment, run_python
 from helpers.toy_run import toy_pairs
 from t2t_repro.checkpoints import load_model
-from t2t_repro.cli.streaming import resume_point, skip_done
+from t2t_repro.cli.streaming import (
+    refuse_output_over_inputs,
+    resume_point,
+    skip_done,
+)
 from t2t_repro.cli.translate import output_line_check
 from t2t_repro.config import EOS_ID, DecodingOptions
 from t2t_repro.data import DataError
@@ -203,6 +207,20 @@ def test_resume_goes_on_after_output_of_the_same_flags(
     assert resume_point(str(path), n_best, check) == lines // n_best
 
 
+def test_an_output_that_is_an_input_by_any_path_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "in.en").write_text("ein hund\n")
+    (tmp_path / "link.en").symlink_to(tmp_path / "in.en")
+    monkeypatch.chdir(tmp_path)
+    inputs = {"src": "other.en", "tgt": str(tmp_path / "in.en")}
+    for output in ["in.en", "./link.en", str(tmp_path / "link.en")]:
+        with pytest.raises(DataError, match=f"^{output}: --output is also --tgt,"):
+            refuse_output_over_inputs(output, inputs)
+    # A new file, stdout, or a device: nothing is destroyed.
+    for output in ["new.de", "-", "/dev/null"]:
+        refuse_output_over_inputs(output, {"input": "/dev/null"})
+    assert (tmp_path / "in.en").read_text() == "ein hund\n"
+
+
 def test_a_failed_write_names_the_output_and_how_to_go_on(toy_run_dir, tmp_path):
     """Every write to /dev/full fails as on a full disk (ENOSPC): one line
     naming --output, not an OSError without a file name."""
@@ -214,8 +232,7 @@ def test_a_failed_write_names_the_output_and_how_to_go_on(toy_run_dir, tmp_path)
     assert "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == (
         "t2t-translate: error: /dev/full: cannot be written (No space left on "
-        "device) after the output of 0 inputs; free space, then rerun with "
-        "--resume to go on from there"
+        "device) after the output of at least 0 inputs"
     )
 
 

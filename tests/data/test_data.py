@@ -136,6 +136,7 @@ def test_a_gzip_file_damaged_mid_stream_is_an_error_naming_it(tmp_path):
         text_files.check_parallel_files(str(damaged), str(tmp_path / "ok.de"))
 
 
+@pytest.mark.timeout(120)  # a read of the pipe would wait for a writer
 def test_a_pipe_is_refused_before_a_read_would_empty_it(tmp_path):
     """A corpus is read twice (checked, then read): a pipe would be empty
     the second time. Were it opened, the test would wait for a writer."""
@@ -145,7 +146,8 @@ def test_a_pipe_is_refused_before_a_read_would_empty_it(tmp_path):
         source_path=str(tmp_path / "pipe.en"), target_path=str(tmp_path / "ok.de")
     )
     with pytest.raises(
-        DataError, match="pipe.en: stdin or a pipe, which can be read only once"
+        DataError,
+        match="pipe.en: stdin, a pipe or a device, which can be read only once",
     ):
         corpus.check_files()
 

@@ -19,6 +19,7 @@ import tempfile
 
 from helpers.processes import run_python
 from helpers.vocab_for_tests import tiny_vocab
+from t2t_repro.averaging import average_checkpoints
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +54,10 @@ def write_files(directory, run_dir):
         with open(os.path.join(directory, name), "wb") as handle:
             handle.write(data)
     os.mkfifo(os.path.join(directory, "pipe.en"))  # never opened by the tools
+    shutil.copytree(run_dir, os.path.join(directory, "averaged_run"))
+    average_checkpoints(
+        os.path.join(directory, "averaged_run"), os.path.join(directory, "average"), 1
+    )
     refit = os.path.join(directory, "refit")
     shutil.copytree(run_dir, refit)
     config = os.path.join(refit, "config.json")
@@ -343,7 +348,13 @@ _ROWS = {
         (
             "a pipe as a training file",
             _train_on("pipe.en", "three.de"),
-            "{d}/pipe.en: stdin or a pipe, which can be read only once",
+            "{d}/pipe.en: stdin, a pipe or a device, which can be read only once",
+        ),
+        (
+            "an average as --model_dir",
+            "--model_dir={d}/average --flagfile={d}/resume.cfg",
+            "{d}/average: an average of a run's checkpoints (averaged.json), "
+            "not a training run",
         ),
         (
             "unwritable model_dir",
@@ -466,6 +477,11 @@ _ROWS = {
             "--src and --tgt cannot both be stdin",
         ),
         (
+            "empty file",
+            "--model_dir={run} --src={d}/empty.en --tgt={d}/empty.en",
+            "{d}/empty.en: empty file: nothing to score",
+        ),
+        (
             "--output is --tgt",
             "--model_dir={run} --src={d}/same.en --tgt={d}/same.de "
             "--output={d}/same.de",
@@ -476,7 +492,7 @@ _ROWS = {
         (
             "--base_url not a URL",
             "multi30k --data_dir={m} --splits=val --langs=en --base_url={d}/raw",
-            "{d}/raw/val.en.gz: not a URL (http://, https:// or file://)",
+            "{d}/raw: not a URL (http://, https:// or file://)",
         ),
     ],
     "attention": [
@@ -552,6 +568,7 @@ DEFAULT_SUITE = {
     ("export", "unwritable --export_dir"),
     ("export", "--version with CTranslate2"),
     ("export", "SavedModel settings with CTranslate2"),
+    ("train", "an average as --model_dir"),
     ("translate", "--output is --input"),
     ("eval", "spm.model of another run"),
     ("average", "fewer checkpoints than asked"),
