@@ -21,6 +21,7 @@ from t2t_repro.decoding.precision import in_precision
 from t2t_repro.files import directory_written_whole
 from t2t_repro.inference.exports import write_export_decoding
 from t2t_repro.inference.graph import TranslationGraph
+from t2t_repro.run_dir import check_vocabulary_fits
 
 # Where TF Serving looks for warm-up records (at most 1000 are replayed).
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
@@ -49,8 +50,15 @@ def model_and_vocabulary(model, vocabulary=None, checkpoint=None):
                 "memory"
             )
         run = os.fspath(model)
-        if checkpoint is not None and tf.io.gfile.isdir(checkpoint):
-            run, checkpoint = os.fspath(checkpoint), None
+        if checkpoint is not None:
+            if not isinstance(checkpoint, (str, os.PathLike)):
+                raise TypeError(
+                    f"checkpoint={checkpoint!r}: give a path, such as "
+                    f"{os.path.join(run, 'ckpt-STEP')}"
+                )
+            checkpoint = os.fspath(checkpoint)
+            if tf.io.gfile.isdir(checkpoint):
+                run, checkpoint = checkpoint, None
         return load_model(run, checkpoint)
     if vocabulary is None:
         raise ValueError(
@@ -64,6 +72,7 @@ def model_and_vocabulary(model, vocabulary=None, checkpoint=None):
         )
     if not isinstance(vocabulary, bytes):
         vocabulary = load_sentencepiece(os.fspath(vocabulary))
+    check_vocabulary_fits(model.config, vocabulary, "vocabulary=", "the model's config")
     return model, vocabulary, None
 
 
@@ -170,6 +179,11 @@ def export_saved_model(
                 "version= (TF Serving's version directory)"
             )
         version = checkpoint_step(checkpoint)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise TypeError(
+            f"version={version!r}: TF Serving's version directory is a "
+            "number (checkpoint=, a keyword argument, picks the checkpoint)"
+        )
     path = os.path.join(export_dir, str(version))
     if tf.io.gfile.exists(path):
         raise FileExistsError(

@@ -9,6 +9,8 @@ n-best list with scores, so every constructor gives the same translations
 for the same weights. See docs/python_api.md.
 """
 
+import os
+
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.precision import in_precision
@@ -23,6 +25,24 @@ from t2t_repro.serving import model_and_vocabulary
 
 # beam_size, alpha and the batch size default to the command-line tools'.
 _DEFAULTS = DecodingOptions()
+
+
+def _sentence_list(sentences):
+    """`sentences` as a list of str or bytes; TypeError for one sentence
+    given alone (a str would be translated character by character) or an
+    item that is not text."""
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(
+            "sentences: a list of sentences, not one str or bytes; "
+            "translate([sentence]) for one"
+        )
+    sentences = list(sentences)  # a generator is read once
+    for index, sentence in enumerate(sentences):
+        if not isinstance(sentence, (str, bytes)):
+            raise TypeError(
+                f"sentences[{index}] is {type(sentence).__name__}, not str or bytes"
+            )
+    return sentences
 
 
 class Translator:
@@ -43,6 +63,12 @@ class Translator:
     """
 
     def __init__(self, graph, batch_tokens=_DEFAULTS.batch_tokens):
+        if isinstance(graph, (str, os.PathLike)):
+            raise TypeError(
+                f"Translator({graph!r}): a translation graph; for a run "
+                "directory use Translator.from_run, for an export "
+                "Translator.from_saved_model"
+            )
         self.graph = graph
         self.batch_tokens = batch_tokens
         self.max_batch_sentences = int(graph.max_batch_sentences.numpy())
@@ -88,6 +114,7 @@ class Translator:
         Inputs longer than the model's max_length are cut (keeping EOS);
         how many is logged.
         """
+        sentences = _sentence_list(sentences)
         if not 1 <= n_best <= beam_size:
             raise ValueError(
                 f"n_best={n_best} must be in [1, beam_size="

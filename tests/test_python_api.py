@@ -24,7 +24,7 @@ from helpers.toy_run import LEARNABLE_STEPS, SMALL, toy_pairs
 from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro.averaging import average_checkpoints
 from t2t_repro.checkpoints import load_model
-from t2t_repro.config import DecodingOptions, TrainingOptions
+from t2t_repro.config import ConfigError, DecodingOptions, TrainingOptions
 from t2t_repro.ct2 import CTranslate2Translator
 from t2t_repro.data.pipeline import training_batches
 from t2t_repro.data.vocabulary import make_tokenizer
@@ -225,7 +225,42 @@ def test_export_arguments_are_checked(in_memory, toy_run_dir, tmp_path):
         )
     with pytest.raises(ValueError, match="give a model in memory a version="):
         t2t_repro.export_saved_model(model, str(tmp_path), vocabulary=proto)
+    # A checkpoint given where the version goes (the third argument).
+    with pytest.raises(TypeError, match="version directory is a number"):
+        t2t_repro.export_saved_model(
+            toy_run_dir, str(tmp_path), os.path.join(toy_run_dir, "ckpt-200")
+        )
+    # A vocabulary of another size than the model's.
+    with pytest.raises(ConfigError, match="not this model's vocabulary"):
+        t2t_repro.export_saved_model(
+            model, str(tmp_path), version=1, vocabulary=tiny_vocab(30)
+        )
     assert os.listdir(tmp_path) == []
+
+
+def test_translate_arguments_are_checked(from_run, toy_run_dir):
+    """Mistakes that failed deep in TensorFlow, or worked wrongly: one
+    sentence alone (a str was translated character by character), an
+    item that is not text, a run directory given to the constructor, a
+    step number for checkpoint=."""
+    with pytest.raises(TypeError, match="not one str or bytes"):
+        from_run.translate("ein hund")
+    with pytest.raises(TypeError, match=r"sentences\[1\] is NoneType"):
+        from_run.translate(["ein hund", None])
+    assert from_run.translate(s for s in ["ein hund"]) == from_run.translate(
+        ["ein hund"]
+    )
+    with pytest.raises(TypeError, match="use Translator.from_run"):
+        t2t_repro.Translator(toy_run_dir)
+    with pytest.raises(TypeError, match="checkpoint=200: give a path"):
+        t2t_repro.Translator.from_run(toy_run_dir, checkpoint=200)
+
+
+def test_training_batches_want_pairs_of_strings(from_run):
+    tokenizer = from_run.graph.tokenizer
+    pairs = tf.data.Dataset.from_tensor_slices([("ein hund", "a dog")])
+    with pytest.raises(TypeError, match=r"got elements TensorSpec\(shape=\(2,\)"):
+        training_batches(pairs, tokenizer, batch_tokens=64, max_length=8)
 
 
 # The Keras loss and compile/fit ---------------------------------------------

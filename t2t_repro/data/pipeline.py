@@ -10,6 +10,28 @@ from t2t_repro.data.vocabulary import truncate_keeping_eos
 _TOKENIZE_BATCH = 512
 
 
+def check_string_pairs(pairs):
+    """TypeError unless `pairs` is a tf.data.Dataset of (source, target)
+    scalar strings: `Dataset.zip` of two line datasets, or
+    `from_tensor_slices((sources, targets))`; not a dataset of [2] tensors
+    (`from_tensor_slices(list(zip(...)))`) or of dicts (TFDS)."""
+    spec = getattr(pairs, "element_spec", None)
+    if not (
+        isinstance(spec, tuple)
+        and len(spec) == 2
+        and all(
+            isinstance(side, tf.TensorSpec)
+            and side.dtype == tf.string
+            and side.shape.rank == 0
+            for side in spec
+        )
+    ):
+        raise TypeError(
+            f"pairs: a tf.data.Dataset of (source, target) strings, e.g. "
+            f"Dataset.from_tensor_slices((sources, targets)); got elements {spec}"
+        )
+
+
 def tokenize_pairs(pairs, tokenizer):
     """(source, target) strings -> (source_ids, target_ids), each with EOS."""
 
@@ -183,6 +205,7 @@ def training_batches(pairs, tokenizer, **options):
     Deterministic: the same pairs and seed give the same batches in the
     same order.
     """
+    check_string_pairs(pairs)
     batches = shuffled_batches(pairs.repeat(), tokenizer, **options)
     deterministic = tf.data.Options()
     deterministic.deterministic = True
