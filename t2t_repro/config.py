@@ -103,13 +103,39 @@ def bounds_text(field):
     return None
 
 
+# A setting's type, and the Python values it takes: an int for a float
+# (JSON writes 1.0 as 1), never a bool for a number (True == 1).
+_TAKES = {
+    bool: lambda value: isinstance(value, bool),
+    int: lambda value: isinstance(value, int) and not isinstance(value, bool),
+    float: lambda value: (
+        isinstance(value, (int, float)) and not isinstance(value, bool)
+    ),
+    str: lambda value: isinstance(value, str),
+}
+
+
+def type_problem(field, value):
+    """ "d_model='512' must be int, not str", or None. Only Python callers
+    meet it: the flags parse to their setting's type. None is a setting's
+    "not given" (e.g. --dev_bleu_sentences)."""
+    if value is None or _TAKES[field.type](value):
+        return None
+    return (
+        f"{field.name}={value!r} must be {field.type.__name__}, not "
+        f"{type(value).__name__}"
+    )
+
+
 def value_problem(field, value):
     """'--train_steps=0 must be >= 1': what is wrong with `value` for the
-    setting `field` (outside its bounds or choices); None if nothing. A
-    None value is a setting's "not given" (e.g. --dev_bleu_sentences)."""
+    setting `field` (not of its type, outside its bounds or choices); None
+    if nothing."""
     meta = field.metadata
     if value is None:
         return None
+    if problem := type_problem(field, value):
+        return problem
     given = f"--{flag_name(field)}={value}"
     if "choices" in meta and value not in meta["choices"]:
         return f"{given} must be one of {', '.join(meta['choices'])}"
@@ -148,6 +174,11 @@ class Settings:
                 value = value.item()
                 object.__setattr__(self, field.name, value)
             values[field.name] = value
+        if any(
+            type_problem(field, values[field.name])
+            for field in dataclasses.fields(self)
+        ):
+            self.check(values)  # the combinations would compute with them
         self.check(values, self.combination_problems())
 
     def combination_problems(self):

@@ -4,6 +4,7 @@ Python (its settings class) and as a flag (one line, exit status 2)."""
 import dataclasses
 import json
 import math
+import re
 
 import numpy
 import pytest
@@ -50,3 +51,30 @@ def test_numpy_scalars_become_python_values_that_json_writes():
     assert json.loads(json.dumps(dataclasses.asdict(decoding)))["beam_size"] == 5
     with pytest.raises(ConfigError, match="--beam_size=0 must be"):
         DecodingOptions(beam_size=numpy.int64(0))
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        # A number in a string: the combinations would have computed with it.
+        (
+            lambda: TransformerConfig(d_model="512"),
+            "d_model='512' must be int, not str",
+        ),
+        # A truthy string: a pre-norm model, silently.
+        (lambda: TransformerConfig(pre_norm="false"), "pre_norm='false' must be bool"),
+        (
+            lambda: DecodingOptions(beam_size=True),
+            "beam_size=True must be int, not bool",
+        ),
+        (
+            lambda: TrainingOptions("run", label_smoothing="0.1"),
+            "must be float, not str",
+        ),
+    ],
+)
+def test_a_setting_of_the_wrong_type_is_refused_naming_it(settings, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        settings()
+    # An int where a float goes is a number still (JSON writes 1.0 as 1).
+    assert TransformerConfig(dropout=0).dropout == 0
