@@ -19,7 +19,7 @@ from t2t_repro.inference.batching import (
     signature_n_best,
     warn_truncated,
 )
-from t2t_repro.inference.exports import load_export
+from t2t_repro.inference.exports import check_export_limits, load_export
 from t2t_repro.inference.graph import TranslationGraph
 from t2t_repro.serving import model_and_vocabulary
 
@@ -100,6 +100,23 @@ class Translator:
         """A t2t-export version directory, e.g. exports/x/950."""
         return cls(load_export(path))
 
+    def _check_export_limits(self, sentences, beam_size, alpha):
+        """An export's limits, checked before its graph refuses a request
+        with an InvalidArgumentError naming a position in a batch sorted
+        by length. A graph built in this process has none."""
+        if not hasattr(self.graph, "max_beam_size"):
+            return
+        check_export_limits(self.graph, "the SavedModel", alpha, beam_size)
+        limit = int(self.graph.max_sentence_bytes.numpy())
+        for index, sentence in enumerate(sentences):
+            size = len(sentence.encode() if isinstance(sentence, str) else sentence)
+            if size > limit:
+                raise ValueError(
+                    f"sentences[{index}]: {size} bytes, over the SavedModel's "
+                    f"max_sentence_bytes={limit}; split it, or export with a "
+                    "larger max_sentence_bytes"
+                )
+
     def translate(
         self, sentences, beam_size=_DEFAULTS.beam_size, alpha=_DEFAULTS.alpha, n_best=1
     ):
@@ -115,6 +132,7 @@ class Translator:
         how many is logged.
         """
         sentences = _sentence_list(sentences)
+        self._check_export_limits(sentences, beam_size, alpha)
         if not 1 <= n_best <= beam_size:
             raise ValueError(
                 f"n_best={n_best} must be in [1, beam_size="

@@ -256,6 +256,16 @@ def test_translate_arguments_are_checked(from_run, toy_run_dir):
         t2t_repro.Translator.from_run(toy_run_dir, checkpoint=200)
 
 
+def test_an_exports_limits_are_checked_naming_the_sentence(exported):
+    translator = t2t_repro.Translator.from_saved_model(exported)
+    with pytest.raises(ValueError, match=r"^sentences\[1\]: 5000 bytes, over"):
+        translator.translate(["ein hund", "x" * 5000])
+    with pytest.raises(
+        ConfigError, match="--beam_size=32 is over its max_beam_size=16"
+    ):
+        translator.translate(["ein hund"], beam_size=32)
+
+
 def test_training_batches_want_pairs_of_strings(from_run):
     tokenizer = from_run.graph.tokenizer
     pairs = tf.data.Dataset.from_tensor_slices([("ein hund", "a dog")])
