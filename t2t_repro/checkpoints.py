@@ -128,14 +128,20 @@ def check_intact(model_dir, checkpoint, objects=None):
     if problem is None:
         return
     intact, _ = newest_intact_checkpoint(model_dir)
-    raise ConfigError(
-        f"{checkpoint}: corrupt checkpoint ({problem}); "
-        + (
-            f"the newest intact one is {intact} (--checkpoint={intact})"
-            if intact
-            else f"no checkpoint of {model_dir} is intact"
-        )
+    newest = (
+        f"the newest intact one is {intact} (--checkpoint={intact})"
+        if intact
+        else f"no checkpoint of {model_dir} is intact"
     )
+    if not tf.io.gfile.exists(checkpoint + ".index") and checkpoint not in (
+        listed_checkpoints(model_dir)
+    ):
+        # Not damage: a run training on rotated it out since it was picked.
+        raise ConfigError(
+            f"{checkpoint}: deleted since it was picked (a training run keeps "
+            f"only its --keep_checkpoints newest); {newest}"
+        )
+    raise ConfigError(f"{checkpoint}: corrupt checkpoint ({problem}); {newest}")
 
 
 def checkpoint_to_resume(model_dir, is_chief):

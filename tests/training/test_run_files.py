@@ -22,6 +22,8 @@ from helpers.vocab_for_tests import tiny_vocab
 from t2t_repro import run_lock
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import (
+    _set_aside,
+    check_intact,
     checkpoint_manager,
     checkpoint_to_resume,
     latest_checkpoint,
@@ -166,6 +168,24 @@ def test_the_tools_refuse_a_corrupt_checkpoint_naming_the_intact_one(run, suffix
     # Read-only: nothing moved.
     assert os.path.exists(newest + suffix)
     assert load_model(str(run), previous)[2] == previous
+
+
+def test_a_checkpoint_rotated_out_after_it_was_picked_is_not_called_corrupt(
+    run, tmp_path
+):
+    """t2t-average or t2t-export beside a run still training: the run's
+    checkpoint manager can delete the oldest checkpoint a tool picked."""
+    listed = listed_checkpoints(str(run))
+    oldest, newest = listed[0], listed[-1]
+    _set_aside(str(run), [oldest], str(tmp_path / "away"))  # as a rotation
+    with pytest.raises(
+        ConfigError,
+        match=(
+            rf"^{oldest}: deleted since it was picked \(.+\); the newest "
+            rf"intact one is {newest} "
+        ),
+    ):
+        check_intact(str(run), oldest)
 
 
 def test_a_model_loads_from_a_checkpoint_damaged_outside_its_weights(run):
