@@ -69,7 +69,8 @@ def average_checkpoints(model_dir, output_dir, count, select="last", replace=Fal
     the new average is complete."""
     paths = selected_checkpoints(model_dir, count, select)
     run_dir = RunDir(model_dir)
-    config, _ = run_dir.load_config_and_vocabulary()  # copied below
+    # Checked here: config.json and spm.model are copied into the average.
+    config, _ = run_dir.load_config_and_vocabulary()
     model = Transformer(config, name="transformer")
     checkpoint = model_checkpoint(model)
     sums = [np.zeros(v.shape, np.float64) for v in model.weights]
@@ -85,6 +86,10 @@ def average_checkpoints(model_dir, output_dir, count, select="last", replace=Fal
     if tf.io.gfile.exists(output_dir) and not tf.io.gfile.listdir(output_dir):
         tf.io.gfile.rmtree(output_dir)  # an empty one is ours to fill
     with directory_written_whole(output_dir, replace) as partial:
+        # t2t-eval's scores of the average it replaces are kept, named by
+        # the step they scored, beside the new average's.
+        for name in _eval_dirs(output_dir) if replace else ():
+            shutil.copytree(os.path.join(output_dir, name), os.path.join(partial, name))
         for name in (CONFIG_FILENAME, SPM_MODEL_FILENAME):
             shutil.copyfile(run_dir.file(name), os.path.join(partial, name))
         checkpoint_manager(checkpoint, partial, 1).save(
@@ -132,15 +137,23 @@ def average_of_last(model_dir, count):
     return output, paths
 
 
+def _eval_dirs(directory):
+    """The directories t2t-eval wrote in `directory` (eval, eval_bf16)."""
+    if not tf.io.gfile.isdir(directory):
+        return []
+    return [
+        name.rstrip("/")
+        for name in tf.io.gfile.listdir(directory)
+        if name.rstrip("/") == EVAL_DIRNAME or name.startswith(EVAL_DIRNAME + "_")
+    ]
+
+
 def averaged_checkpoints(directory):
     """What `directory` averages, if `average_checkpoints(select="last")`
     wrote it and it holds nothing else but t2t-eval's scores of it: its
     AVERAGED_FILENAME's object; None for anything else."""
-    names = {
-        name.rstrip("/")
-        for name in tf.io.gfile.listdir(directory)
-        if name.rstrip("/") != EVAL_DIRNAME and not name.startswith(EVAL_DIRNAME + "_")
-    }
+    names = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)}
+    names -= set(_eval_dirs(directory))
     average_files = {
         CONFIG_FILENAME,
         SPM_MODEL_FILENAME,

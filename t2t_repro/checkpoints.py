@@ -133,9 +133,12 @@ def check_intact(model_dir, checkpoint, objects=None):
         if intact
         else f"no checkpoint of {model_dir} is intact"
     )
-    if not tf.io.gfile.exists(checkpoint + ".index") and checkpoint not in (
-        listed_checkpoints(model_dir)
-    ):
+    rotated = (
+        not tf.io.gfile.exists(checkpoint + ".index")
+        and os.path.dirname(os.path.abspath(checkpoint)) == os.path.abspath(model_dir)
+        and checkpoint not in listed_checkpoints(model_dir)
+    )
+    if rotated:
         # Not damage: a run training on rotated it out since it was picked.
         raise ConfigError(
             f"{checkpoint}: deleted since it was picked (a training run keeps "

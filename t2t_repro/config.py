@@ -17,6 +17,7 @@ the checks every setting shares come first.
 
 import dataclasses
 import math
+import os
 import sys
 from typing import ClassVar
 
@@ -104,7 +105,8 @@ def bounds_text(field):
 
 
 # A setting's type, and the Python values it takes: an int for a float
-# (JSON writes 1.0 as 1), never a bool for a number (True == 1).
+# (a caller or a hand-edited config.json may write 1 for 1.0), never a
+# bool for a number (True == 1).
 _TAKES = {
     bool: lambda value: isinstance(value, bool),
     int: lambda value: isinstance(value, int) and not isinstance(value, bool),
@@ -116,10 +118,14 @@ _TAKES = {
 
 
 def type_problem(field, value):
-    """ "d_model='512' must be int, not str", or None. Only Python callers
-    meet it: the flags parse to their setting's type. None is a setting's
+    """ "d_model='512' must be int, not str", or None. Python callers and
+    hand-edited JSON (config.json) meet it: the flags parse to their
+    setting's type. None is taken where it is the default, a setting's
     "not given" (e.g. --dev_bleu_sentences)."""
-    if value is None or _TAKES[field.type](value):
+    if value is None:
+        if field.default is None:
+            return None
+    elif _TAKES[field.type](value):
         return None
     return (
         f"{field.name}={value!r} must be {field.type.__name__}, not "
@@ -132,10 +138,10 @@ def value_problem(field, value):
     setting `field` (not of its type, outside its bounds or choices); None
     if nothing."""
     meta = field.metadata
-    if value is None:
-        return None
     if problem := type_problem(field, value):
         return problem
+    if value is None:
+        return None
     given = f"--{flag_name(field)}={value}"
     if "choices" in meta and value not in meta["choices"]:
         return f"{given} must be one of {', '.join(meta['choices'])}"
@@ -173,12 +179,15 @@ class Settings:
             if numpy is not None and isinstance(value, numpy.generic):
                 value = value.item()
                 object.__setattr__(self, field.name, value)
+            elif isinstance(value, os.PathLike) and field.type is str:
+                value = os.fspath(value)
+                object.__setattr__(self, field.name, value)
             values[field.name] = value
         if any(
             type_problem(field, values[field.name])
             for field in dataclasses.fields(self)
         ):
-            self.check(values)  # the combinations would compute with them
+            self.check(values)  # before combination_problems computes with them
         self.check(values, self.combination_problems())
 
     def combination_problems(self):

@@ -72,7 +72,9 @@ def model_and_vocabulary(model, vocabulary=None, checkpoint=None):
         )
     if not isinstance(vocabulary, bytes):
         vocabulary = load_sentencepiece(os.fspath(vocabulary))
-    check_vocabulary_fits(model.config, vocabulary, "vocabulary=", "the model's config")
+    check_vocabulary_fits(
+        model.config, vocabulary, "the vocabulary given", "the model's config"
+    )
     return model, vocabulary, None
 
 
@@ -171,6 +173,13 @@ def export_saved_model(
             f"{limits.max_beam_size} and --max_alpha={limits.max_alpha}, "
             "which the export's translate signature enforces"
         )
+    if version is not None and (
+        not isinstance(version, int) or isinstance(version, bool) or version < 0
+    ):
+        raise TypeError(
+            f"version={version!r}: TF Serving's version directory is a "
+            "number >= 0 (checkpoint=, a keyword argument, picks the checkpoint)"
+        )
     model, proto, checkpoint = model_and_vocabulary(model, vocabulary, checkpoint)
     if version is None:
         if checkpoint is None:
@@ -179,11 +188,6 @@ def export_saved_model(
                 "version= (TF Serving's version directory)"
             )
         version = checkpoint_step(checkpoint)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise TypeError(
-            f"version={version!r}: TF Serving's version directory is a "
-            "number (checkpoint=, a keyword argument, picks the checkpoint)"
-        )
     path = os.path.join(export_dir, str(version))
     if tf.io.gfile.exists(path):
         raise FileExistsError(

@@ -123,6 +123,7 @@ def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
     (average_dir / "marker").unlink()
     # t2t-eval's scores of the average (docs/training.md) keep it one.
     (average_dir / EVAL_DIRNAME).mkdir()
+    (average_dir / EVAL_DIRNAME / "test.step9.json").write_text("{}")
     (average_dir / f"{EVAL_DIRNAME}_bf16").mkdir()
     before = os.stat(average_dir / AVERAGED_FILENAME).st_ino
     average_of_last(str(run), 1)
@@ -131,6 +132,8 @@ def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
     assert json.loads((average_dir / AVERAGED_FILENAME).read_text())["checkpoints"] == [
         os.path.basename(p) for p in paths
     ]
+    # Replaced, with the scores of the average it replaced kept.
+    assert (average_dir / EVAL_DIRNAME / "test.step9.json").read_text() == "{}"
     assert not [name for name in _files(run) if ".partial" in name]
 
 

@@ -217,7 +217,9 @@ def _undecodable_flagfile(argv):
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError as error:
                 return f"{path}:{number}: not valid UTF-8 (byte {error.start})"
-            pending.extend(_flagfiles(line.split()))
+            # One flag a line (a path may hold spaces); comments skipped.
+            if line.startswith("-") and line.lstrip("-").startswith("flagfile="):
+                pending.append(os.path.expanduser(line.partition("=")[2].strip()))
     return "a flagfile is not valid UTF-8"
 
 

@@ -12,6 +12,7 @@ model_dir/eval at the checkpoint's step.
 """
 
 import json
+import operator
 import os
 
 from absl import flags, logging
@@ -65,8 +66,12 @@ def write_results(output_dir, name, hypotheses, scores):
             earlier = json.load(handle)
     except (OSError, ValueError):
         earlier = {}
-    settings = ("checkpoint", "beam_size", "alpha")
-    if earlier and any(earlier.get(key) != scores[key] for key in settings):
+    settings = [key for key in ("checkpoint", "beam_size", "alpha") if key in earlier]
+    # A checkpoint named by another path to the same run is the same one.
+    same = {"checkpoint": lambda a, b: os.path.basename(a) == os.path.basename(b)}
+    if any(
+        not same.get(key, operator.eq)(earlier[key], scores[key]) for key in settings
+    ):
         logging.warning(
             "replacing %s.hyp and .json, the results of %s",
             base,

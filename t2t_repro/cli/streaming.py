@@ -134,7 +134,10 @@ def refuse_output_over_inputs(output, inputs):
     written = os.stat(output)
     for name, path in inputs.items():
         if path == STDIN:
-            read = os.fstat(sys.stdin.fileno())
+            try:
+                read = os.fstat(0)
+            except OSError:  # closed: nothing to destroy
+                continue
         elif os.path.exists(path):
             read = os.stat(path)
         else:

@@ -118,7 +118,11 @@ def multi30k_files(
         _known("split", splits, MULTI30K_SPLITS),
         _known("language", langs, MULTI30K_LANGS),
     )
-    if not urllib.parse.urlsplit(base_url).scheme:  # a path, or a typo
+    try:
+        scheme = urllib.parse.urlsplit(base_url).scheme
+    except ValueError:  # e.g. an unclosed [IPv6 address
+        scheme = ""
+    if not scheme:  # a path, or a typo
         raise DataError(
             f"{base_url}: not a URL (http://, https:// or file://); for files "
             "on this machine, --local_copy=DIR takes them from there"

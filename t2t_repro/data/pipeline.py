@@ -22,7 +22,7 @@ def check_string_pairs(pairs):
         and all(
             isinstance(side, tf.TensorSpec)
             and side.dtype == tf.string
-            and side.shape.rank == 0
+            and side.shape.rank in (0, None)  # None: from_generator's
             for side in spec
         )
     ):

@@ -35,7 +35,8 @@ def hold_run_lock(model_dir, strategy):
     (other workers hold nothing). The run's only lock: t2t-train takes it
     before it learns the vocabulary, `prepare_run` otherwise; closing the
     stack lets go of it, and `prepare_run` hands it to the `Trainer`,
-    which lets go of it when its training ends."""
+    which lets go of it when its training ends. First refuses a
+    `model_dir` that is not a run (`check_not_a_copy_of_a_run`)."""
     check_not_a_copy_of_a_run(model_dir)
     held = contextlib.ExitStack()
     if distribution.is_chief(strategy):

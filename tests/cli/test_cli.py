@@ -408,3 +408,20 @@ def test_no_library_module_imports_a_cli():
             if name.endswith(".py"):
                 with open(os.path.join(directory, name)) as handle:
                     assert "t2t_repro.cli" not in handle.read(), name
+
+
+def test_the_flagfile_that_is_not_utf8_is_found_as_absl_reads_them(tmp_path):
+    """Nested flagfiles (a path with a space), comments skipped, a flagfile
+    that names itself read once."""
+    from t2t_repro.cli.common import _undecodable_flagfile
+
+    (tmp_path / "with space").mkdir()
+    bad = tmp_path / "with space" / "latin1.cfg"
+    bad.write_bytes(b"--beam_size=4\n# \xdcbersetzung\n")
+    outer = tmp_path / "outer.cfg"
+    outer.write_text(
+        f"# --flagfile={tmp_path}/missing.cfg\n--flagfile={outer}\n--flagfile={bad}\n"
+    )
+    assert _undecodable_flagfile(["t2t-train", "--flagfile", str(outer)]) == (
+        f"{bad}:2: not valid UTF-8 (byte 2)"
+    )

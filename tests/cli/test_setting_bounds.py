@@ -71,10 +71,15 @@ def test_numpy_scalars_become_python_values_that_json_writes():
             lambda: TrainingOptions("run", label_smoothing="0.1"),
             "must be float, not str",
         ),
+        # None only where it is the default ("not given").
+        (lambda: TransformerConfig(pre_norm=None), "pre_norm=None must be bool"),
     ],
 )
 def test_a_setting_of_the_wrong_type_is_refused_naming_it(settings, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         settings()
-    # An int where a float goes is a number still (JSON writes 1.0 as 1).
+
+
+def test_settings_take_ints_for_floats_and_paths_for_strings(tmp_path):
     assert TransformerConfig(dropout=0).dropout == 0
+    assert TrainingOptions(tmp_path).model_dir == str(tmp_path)

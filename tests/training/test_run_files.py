@@ -186,6 +186,9 @@ def test_a_checkpoint_rotated_out_after_it_was_picked_is_not_called_corrupt(
         ),
     ):
         check_intact(str(run), oldest)
+    # A checkpoint of best/ is not one the run's rotation deletes.
+    with pytest.raises(ConfigError, match="corrupt checkpoint"):
+        check_intact(str(run), str(run / "best" / "ckpt-1"))
 
 
 def test_a_model_loads_from_a_checkpoint_damaged_outside_its_weights(run):
