@@ -121,9 +121,10 @@ def type_problem(field, value):
     """ "d_model='512' must be int, not str", or None. Python callers and
     hand-edited JSON (config.json) meet it: the flags parse to their
     setting's type. None is taken where it is the default, a setting's
-    "not given" (e.g. --dev_bleu_sentences)."""
+    "not given" (e.g. --dev_bleu_sentences), or there is none (model_dir,
+    which the tools require as a flag)."""
     if value is None:
-        if field.default is None:
+        if field.default is None or field.default is dataclasses.MISSING:
             return None
     elif _TAKES[field.type](value):
         return None

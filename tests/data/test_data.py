@@ -174,7 +174,9 @@ def test_a_10000_token_line_is_dropped_or_cut_not_fatal(multi30k_vocab):
 def test_overlong_pairs_are_counted_in_the_log(multi30k_vocab, caplog):
     """The count is sentencepiece's own (an independent tokenizer): pairs
     with a side over max_length tokens, EOS included."""
-    caplog.set_level("INFO")
+    # The absl logger's own level: a SavedModel export earlier in the
+    # process (TensorFlow saves and restores absl's verbosity) sets it.
+    caplog.set_level("INFO", logger="absl")
     sources = text_files.read_lines(multi30k("val", "en"))[:700]
     targets = text_files.read_lines(multi30k("val", "de"))[:700]
     processor = spm.SentencePieceProcessor(model_proto=multi30k_vocab)
@@ -199,7 +201,7 @@ def test_overlong_pairs_are_counted_in_the_log(multi30k_vocab, caplog):
 def test_overlong_pairs_of_a_large_corpus_are_counted_in_a_sample(
     multi30k_vocab, caplog, monkeypatch
 ):
-    caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="absl")
     monkeypatch.setattr(pipeline, "LENGTH_SAMPLE_PAIRS", 300)
     pairs = tf.data.Dataset.from_tensor_slices(
         (["a dog runs"] * 500, [" ".join(["hund"] * 40)] * 500)
