@@ -184,12 +184,12 @@ class Settings:
                 value = os.fspath(value)
                 object.__setattr__(self, field.name, value)
             values[field.name] = value
-        if any(
+        # A value of the wrong type would break the combinations' arithmetic.
+        typed = not any(
             type_problem(field, values[field.name])
             for field in dataclasses.fields(self)
-        ):
-            self.check(values)  # before combination_problems computes with them
-        self.check(values, self.combination_problems())
+        )
+        self.check(values, self.combination_problems() if typed else [])
 
     def combination_problems(self):
         """What is wrong with the fields together, one message each (a

@@ -19,7 +19,11 @@ from t2t_repro.inference.batching import (
     signature_n_best,
     warn_truncated,
 )
-from t2t_repro.inference.exports import check_export_limits, load_export
+from t2t_repro.inference.exports import (
+    check_export_limits,
+    first_oversized,
+    load_export,
+)
 from t2t_repro.inference.graph import TranslationGraph
 from t2t_repro.serving import model_and_vocabulary
 
@@ -108,14 +112,13 @@ class Translator:
             return
         check_export_limits(self.graph, "the SavedModel", alpha, beam_size)
         limit = int(self.graph.max_sentence_bytes.numpy())
-        for index, sentence in enumerate(sentences):
-            size = len(sentence.encode() if isinstance(sentence, str) else sentence)
-            if size > limit:
-                raise ValueError(
-                    f"sentences[{index}]: {size} bytes, over the SavedModel's "
-                    f"max_sentence_bytes={limit}; split it, or export with a "
-                    "larger max_sentence_bytes"
-                )
+        if (oversized := first_oversized(sentences, limit)) is not None:
+            index, size = oversized
+            raise ValueError(
+                f"sentences[{index}]: {size} bytes, over the SavedModel's "
+                f"max_sentence_bytes={limit}; split it, or export with a "
+                "larger max_sentence_bytes"
+            )
 
     def translate(
         self, sentences, beam_size=_DEFAULTS.beam_size, alpha=_DEFAULTS.alpha, n_best=1

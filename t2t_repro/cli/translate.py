@@ -199,6 +199,7 @@ def main():
     from t2t_repro.data import DataError
     from t2t_repro.data.text_files import numbered_lines
     from t2t_repro.inference.batching import warn_truncated
+    from t2t_repro.inference.exports import first_oversized
     from t2t_repro.inference.threads import use_decoding_threads
 
     if not FLAGS.ctranslate2:  # which sets its own threads
@@ -214,14 +215,13 @@ def main():
     limit = translator.max_sentence_bytes
 
     def translate(sentences, first_index, progress):
-        for offset, sentence in enumerate(sentences):
-            size = len(sentence.encode("utf-8"))
-            if limit is not None and size > limit:
-                raise DataError(
-                    f"{FLAGS.input}:{first_index + offset + 1}: {size} bytes, "
-                    f"over the export's max_sentence_bytes={limit}; split "
-                    "the line, or export with a larger --max_sentence_bytes"
-                )
+        if (oversized := first_oversized(sentences, limit)) is not None:
+            offset, size = oversized
+            raise DataError(
+                f"{FLAGS.input}:{first_index + offset + 1}: {size} bytes, "
+                f"over the export's max_sentence_bytes={limit}; split "
+                "the line, or export with a larger --max_sentence_bytes"
+            )
         n_best_lists, truncated = translator.translate_n_best(
             sentences, FLAGS.n_best, progress
         )

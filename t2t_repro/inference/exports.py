@@ -82,6 +82,19 @@ def load_export(path):
     return tf.saved_model.load(path)
 
 
+def first_oversized(sentences, limit):
+    """(index, UTF-8 bytes) of the first of `sentences` (str or bytes) over
+    an export's max_sentence_bytes `limit`, which its graph would refuse;
+    None if there is none (or no limit)."""
+    if limit is None:
+        return None
+    for index, sentence in enumerate(sentences):
+        size = len(sentence.encode() if isinstance(sentence, str) else sentence)
+        if size > limit:
+            return index, size
+    return None
+
+
 def check_export_limits(loaded, path, alpha, beam_size=None):
     """Refuses (ConfigError, naming the flags) an `alpha` or `beam_size`
     over the limits of the export at `path`, `loaded`, which would refuse
