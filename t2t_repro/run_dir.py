@@ -145,9 +145,8 @@ class RunDir:
 
     def load_config_and_vocabulary(self):
         """(TransformerConfig, SentencePiece proto) of the run; ConfigError
-        if spm.model does not have config.json's vocab_size pieces (a
-        vocabulary from another run): the model would emit ids it cannot
-        detokenize, or look up ids past its embedding."""
+        if spm.model does not fit config.json (`check_vocabulary_fits`), a
+        vocabulary copied from another run."""
         config, proto = self.load_config(), self.load_vocabulary()
         check_vocabulary_fits(
             config, proto, self.vocab_path, self.file(CONFIG_FILENAME)
