@@ -56,9 +56,9 @@ def checkpoint_counters(run_dir):
 
 def averaged_steps(average_dir):
     """The steps of the checkpoints `average_dir` averages, ascending."""
-    from t2t_repro.averaging import AVERAGED_FILENAME
     from t2t_repro.checkpoints import checkpoint_step
     from t2t_repro.files import read_json_object
+    from t2t_repro.run_dir import AVERAGED_FILENAME
 
     averaged = read_json_object(os.path.join(average_dir, AVERAGED_FILENAME))
     return sorted(checkpoint_step(name) for name in averaged["checkpoints"])

@@ -71,8 +71,10 @@ def last_dev_scalars(run_dir):
     """{tag: (step, value)} of the newest dev evaluation's scalars."""
     import tensorflow as tf
 
+    from t2t_repro.run_dir import DEV_EVENTS_DIRNAME
+
     found = {}
-    directory = os.path.join(run_dir, "dev")
+    directory = os.path.join(run_dir, DEV_EVENTS_DIRNAME)
     for name in sorted(os.listdir(directory)):
         for event in tf.compat.v1.train.summary_iterator(os.path.join(directory, name)):
             for value in event.summary.value:
@@ -143,12 +145,14 @@ def markdown(rows):
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    from t2t_repro.run_dir import DEV_EVENTS_DIRNAME
+
     order = list(PAPER)
     names = sorted(
         (
             n
             for n in os.listdir(FLAGS.runs)
-            if os.path.exists(os.path.join(FLAGS.runs, n, "dev"))
+            if os.path.exists(os.path.join(FLAGS.runs, n, DEV_EVENTS_DIRNAME))
         ),
         key=lambda n: (order.index(n) if n in order else 99, n),
     )

@@ -12,8 +12,6 @@ from absl import logging
 
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import (
-    CHECKPOINT_LIST_FILENAME,
-    CHECKPOINT_NAME,
     check_intact,
     checkpoint_manager,
     checkpoint_step,
@@ -26,12 +24,15 @@ from t2t_repro.config import ConfigError
 from t2t_repro.data.vocabulary import SPM_MODEL_FILENAME
 from t2t_repro.files import directory_written_whole, read_json_object, write_atomically
 from t2t_repro.model import Transformer
-from t2t_repro.run_dir import CONFIG_FILENAME, EVAL_DIRNAME, RunDir
-
-# t2t-train --average_last's average, in the run directory.
-AVERAGE_DIRNAME = "average"
-# In an average's directory: what it averages, and that an average wrote it.
-AVERAGED_FILENAME = "averaged.json"
+from t2t_repro.run_dir import (
+    AVERAGE_DIRNAME,
+    AVERAGED_FILENAME,
+    CHECKPOINT_LIST_FILENAME,
+    CHECKPOINT_NAME,
+    CONFIG_FILENAME,
+    EVAL_DIRNAME,
+    RunDir,
+)
 
 
 def newest_checkpoints(model_dir, count):

@@ -18,12 +18,13 @@ from absl import logging
 
 from t2t_repro.config import ConfigError
 from t2t_repro.model import Transformer
-from t2t_repro.run_dir import CONFIG_FILENAME, RunDir
-
-CHECKPOINT_NAME = "ckpt"
-# tf.train.CheckpointManager's list of the checkpoints it keeps.
-CHECKPOINT_LIST_FILENAME = "checkpoint"
-CORRUPT_DIRNAME = "corrupt"
+from t2t_repro.run_dir import (
+    CHECKPOINT_LIST_FILENAME,
+    CHECKPOINT_NAME,
+    CONFIG_FILENAME,
+    CORRUPT_DIRNAME,
+    RunDir,
+)
 
 
 def checkpoint_manager(checkpoint, directory, max_to_keep):

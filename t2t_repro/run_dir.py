@@ -26,6 +26,7 @@ import time
 
 import tensorflow as tf
 
+from t2t_repro.best_checkpoints import BEST_DIRNAME, SCORES_FILENAME
 from t2t_repro.config import ConfigError, TransformerConfig
 from t2t_repro.data.vocabulary import (
     SPM_MODEL_FILENAME,
@@ -33,13 +34,58 @@ from t2t_repro.data.vocabulary import (
     vocab_size_of,
 )
 from t2t_repro.files import read_json_object, write_atomically
-from t2t_repro.run_lock import LockWatcher
+from t2t_repro.run_lock import LOCK_FILENAME, LockWatcher
 
 CONFIG_FILENAME = "config.json"
+TRAINING_OPTIONS_FILENAME = "training.json"
+# tf.train.CheckpointManager's: ckpt-N.* and the list of the kept ones.
+CHECKPOINT_NAME = "ckpt"
+CHECKPOINT_LIST_FILENAME = "checkpoint"
+CORRUPT_DIRNAME = "corrupt"
+# t2t-train --average_last's average, and in an average's directory what
+# it averages (which also says that an average wrote it).
+AVERAGE_DIRNAME = "average"
+AVERAGED_FILENAME = "averaged.json"
+TRAIN_EVENTS_DIRNAME = "train"
+DEV_EVENTS_DIRNAME = "dev"
 # Where t2t-eval writes a model directory's scores: MODEL_DIR/eval, or
 # eval_bf16 for a bf16 evaluation (any run's, an average's too).
 EVAL_DIRNAME = "eval"
-TRAINING_OPTIONS_FILENAME = "training.json"
+WORKER_CHECKPOINTS_PREFIX = ".worker_"
+WORKER_INPUT_DIRNAME = "input"
+
+_RUN_FILES = {
+    CONFIG_FILENAME,
+    SPM_MODEL_FILENAME,
+    TRAINING_OPTIONS_FILENAME,
+    LOCK_FILENAME,
+    CHECKPOINT_LIST_FILENAME,
+    AVERAGED_FILENAME,  # when the run directory is an average
+    SCORES_FILENAME,  # when it is a run's best/
+}
+_RUN_SUBDIRS = {
+    CORRUPT_DIRNAME,
+    BEST_DIRNAME,
+    AVERAGE_DIRNAME,
+    TRAIN_EVENTS_DIRNAME,
+    DEV_EVENTS_DIRNAME,
+    WORKER_INPUT_DIRNAME,
+}
+
+
+def is_run_file(model_dir, path):
+    """Whether `path` is in `model_dir` and one of the run's files (the
+    layout above), by any path or link: what a tool must never write its
+    output over. Other files in a run directory are the user's."""
+    relative = os.path.relpath(os.path.realpath(path), os.path.realpath(model_dir))
+    first, *rest = relative.split(os.sep)
+    if first == os.pardir:
+        return False
+    if rest:
+        return first in _RUN_SUBDIRS or first.startswith(
+            (EVAL_DIRNAME, WORKER_CHECKPOINTS_PREFIX)
+        )
+    return first in _RUN_FILES or first.startswith(CHECKPOINT_NAME + "-")
 
 
 def check_vocabulary_fits(config, proto, vocabulary_name, config_name):

@@ -10,11 +10,11 @@ import sys
 import pytest
 
 from helpers.processes import REPO
-from t2t_repro.averaging import AVERAGE_DIRNAME, AVERAGED_FILENAME, average_of_last
+from t2t_repro.averaging import average_of_last
 from t2t_repro.checkpoints import latest_checkpoint
 from t2t_repro.config import ConfigError
 from t2t_repro.files import directory_written_whole
-from t2t_repro.run_dir import EVAL_DIRNAME
+from t2t_repro.run_dir import AVERAGE_DIRNAME, AVERAGED_FILENAME, EVAL_DIRNAME
 
 
 def _files(directory):

@@ -53,8 +53,10 @@ from t2t_repro.cli.streaming import (
     SCORE_LINE,
     define_streaming_flags,
     refuse_output_over_inputs,
+    refuse_output_over_model,
     resumed_inputs,
     run_stream,
+    same_file,
 )
 from t2t_repro.config import DecodingOptions
 
@@ -75,18 +77,14 @@ flags.DEFINE_string(
     "stdin, e.g. t2t-translate's output piped in).",
     required=True,
 )
-flags.register_multi_flags_validator(
-    ["src", "tgt"],
-    lambda values: values["src"] != "-" or values["tgt"] != "-",
-    message="--src and --tgt cannot both be stdin",
-)
 define_streaming_flags("Where to write the scores; - for stdout.")
 # Of the decoding settings, only those scoring uses.
 for _field in dataclasses.fields(DecodingOptions):
     if _field.name in ("alpha", "batch_tokens", "max_batch_sentences"):
         cli_flags._define_setting(_field, show=True)
+MODEL_FLAGS = ("model_dir", "saved_model")
 flags.register_multi_flags_validator(
-    ["model_dir", "saved_model"],
+    list(MODEL_FLAGS),
     lambda f: sum(f[name] is not None for name in f) == 1,
     message="give exactly one of --model_dir and --saved_model",
 )
@@ -120,11 +118,20 @@ def main():
     lines = None
     for path in (FLAGS.src, FLAGS.tgt):
         check_exists(path)
+    if is_read_once(FLAGS.src) and same_file(FLAGS.src, FLAGS.tgt):
+        raise DataError(
+            f"--src={FLAGS.src} and --tgt={FLAGS.tgt} are one stream, which "
+            "cannot be read as both: give at most one of them as - or a pipe"
+        )
     if not (is_read_once(FLAGS.src) or is_read_once(FLAGS.tgt)):
         lines = sum(1 for _ in aligned_lines(FLAGS.src, FLAGS.tgt))
         if not lines:
             raise DataError(f"{FLAGS.src}: empty file: nothing to score")
     refuse_output_over_inputs(FLAGS.output, {"src": FLAGS.src, "tgt": FLAGS.tgt})
+    refuse_output_over_model(
+        FLAGS.output,
+        {name: FLAGS[name].value for name in MODEL_FLAGS},
+    )
     done = resumed_inputs(1, lambda text, _: SCORE_LINE.fullmatch(text) is not None)
     scorer = make_scorer()
 

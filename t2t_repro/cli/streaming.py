@@ -122,31 +122,62 @@ def _chunks(items, size):
         yield chunk
 
 
+def _file_status(path):
+    """`os.stat` of `path`, of stdin for "-"; None if it does not exist or
+    stdin is closed."""
+    from t2t_repro.data.text_files import STDIN
+
+    try:
+        return os.fstat(0) if path == STDIN else os.stat(path)
+    except OSError:
+        return None
+
+
+def same_file(path, other):
+    """Whether `path` and `other` ("-" for stdin) are one file, pipe or
+    device, by any path or link."""
+    status, other_status = _file_status(path), _file_status(other)
+    return None not in (status, other_status) and os.path.samestat(status, other_status)
+
+
 def refuse_output_over_inputs(output, inputs):
     """DataError if `output` (--output) is the regular file one of `inputs`
     ({flag name: path, "-" for stdin}) reads, by any path or link: opening
     it for writing would empty it before it is read. Call before loading a
     model."""
-    from t2t_repro.data.text_files import STDIN
-
     if output == STDOUT or not os.path.isfile(output):
         return  # a device or a pipe: writing destroys nothing
-    written = os.stat(output)
     for name, path in inputs.items():
-        if path == STDIN:
-            try:
-                read = os.fstat(0)
-            except OSError:  # closed: nothing to destroy
-                continue
-        elif os.path.exists(path):
-            read = os.stat(path)
-        else:
-            continue
-        if os.path.samestat(read, written):
+        if same_file(path, output):
             raise DataError(
                 f"{output}: --output is also --{name}, which writing it "
                 "would destroy; give another --output"
             )
+
+
+def refuse_output_over_model(output, models):
+    """DataError if `output` (--output) is an existing file of the model
+    that one of `models` ({flag name: path or None}) names, by any path or
+    link: one of a run directory's own files (run_dir.py), or anything in
+    an export's directory. Call before loading the model."""
+    if output == STDOUT or not os.path.isfile(output):
+        return
+    written = os.path.realpath(output)
+    for name, path in models.items():
+        if path is None or not written.startswith(
+            os.path.join(os.path.realpath(path), "")
+        ):
+            continue
+        if name == "model_dir":
+            # Imports TensorFlow, so only for an --output inside a run.
+            from t2t_repro.run_dir import is_run_file
+
+            if not is_run_file(path, output):
+                continue
+        raise DataError(
+            f"{output}: --output is one of the files of --{name}={path}, "
+            "which writing it would destroy; give another --output"
+        )
 
 
 def resumed_inputs(lines_per_input, line_fits):

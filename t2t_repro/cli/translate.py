@@ -54,6 +54,7 @@ from t2t_repro.cli.streaming import (
     count_lines,
     define_streaming_flags,
     refuse_output_over_inputs,
+    refuse_output_over_model,
     resumed_inputs,
     run_stream,
 )
@@ -86,8 +87,9 @@ flags.DEFINE_integer(
 flags.DEFINE_bool("with_scores", False, "Write SCORE ||| TRANSLATION (score above).")
 define_decoding_flags()
 define_precision()
+MODEL_FLAGS = ("model_dir", "saved_model", "ctranslate2")
 flags.register_multi_flags_validator(
-    ["model_dir", "saved_model", "ctranslate2"],
+    list(MODEL_FLAGS),
     lambda f: sum(f[name] is not None for name in f) == 1,
     message="give exactly one of --model_dir, --saved_model and --ctranslate2",
 )
@@ -202,14 +204,18 @@ def main():
     from t2t_repro.inference.exports import first_oversized
     from t2t_repro.inference.threads import use_decoding_threads
 
-    if not FLAGS.ctranslate2:  # which sets its own threads
-        use_decoding_threads(threads_decoding())
     # Before the model loads: a bad input fails in a second.
     total = count_lines(FLAGS.input)
     refuse_output_over_inputs(FLAGS.output, {"input": FLAGS.input})
+    refuse_output_over_model(
+        FLAGS.output,
+        {name: FLAGS[name].value for name in MODEL_FLAGS},
+    )
     done = resumed_inputs(
         FLAGS.n_best, output_line_check(FLAGS.n_best, FLAGS.with_scores)
     )
+    if not FLAGS.ctranslate2:  # which sets its own threads
+        use_decoding_threads(threads_decoding())
     translator = make_translator()
 
     limit = translator.max_sentence_bytes

@@ -24,7 +24,7 @@ from t2t_repro.checkpoints import checkpoint_manager, holds
 from t2t_repro.config import DATA_ORDER_OPTIONS, ConfigError
 from t2t_repro.data import pipeline
 from t2t_repro.files import sha256_of
-from t2t_repro.run_dir import TRAINING_OPTIONS_FILENAME
+from t2t_repro.run_dir import TRAINING_OPTIONS_FILENAME, WORKER_INPUT_DIRNAME
 
 
 def training_dataset(pairs, tokenizer, options, max_length, input_context):
@@ -102,7 +102,7 @@ class InputState:
                 self._checkpoint,
                 os.path.join(
                     options.model_dir,
-                    "input",
+                    WORKER_INPUT_DIRNAME,
                     f"worker-{input_context.input_pipeline_id}",
                 ),
                 options.keep_checkpoints,

@@ -11,7 +11,6 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from t2t_repro.averaging import AVERAGED_FILENAME
 from t2t_repro.best_checkpoints import SCORES_FILENAME, BestCheckpoints
 from t2t_repro.checkpoints import (
     checkpoint_manager,
@@ -21,7 +20,12 @@ from t2t_repro.checkpoints import (
 from t2t_repro.config import ConfigError
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
-from t2t_repro.run_dir import RunDir, check_vocabulary_fits
+from t2t_repro.run_dir import (
+    AVERAGED_FILENAME,
+    WORKER_CHECKPOINTS_PREFIX,
+    RunDir,
+    check_vocabulary_fits,
+)
 from t2t_repro.run_lock import training_lock
 from t2t_repro.training import distribution
 from t2t_repro.training.input_state import InputState, data_identity, record_start
@@ -154,7 +158,9 @@ def prepare_run(
             checkpoint,
             run_dir.path
             if is_chief
-            else run_dir.file(f".worker_{strategy.cluster_resolver.task_id}"),
+            else run_dir.file(
+                f"{WORKER_CHECKPOINTS_PREFIX}{strategy.cluster_resolver.task_id}"
+            ),
             options.keep_checkpoints,
         )
         # Every worker keeps the dev history (early stopping must agree);

@@ -25,6 +25,7 @@ from t2t_repro.config import TrainingOptions
 from t2t_repro.files import file_error_cause
 from t2t_repro.model import Transformer
 from t2t_repro.progress import Progress
+from t2t_repro.run_dir import DEV_EVENTS_DIRNAME, TRAIN_EVENTS_DIRNAME
 from t2t_repro.training import TrainingError, distribution
 from t2t_repro.training.input_state import InputState
 from t2t_repro.training.metrics import IntervalMetrics, write_metrics
@@ -112,8 +113,8 @@ class Trainer:
         # worker's SIGTERM, if `stopped_by_peer`).
         self.interrupted_by: int | None = None
         self.stopped_by_peer = False
-        self._train_writer = self._writer("train")
-        self._dev_writer = self._writer("dev")
+        self._train_writer = self._writer(TRAIN_EVENTS_DIRNAME)
+        self._dev_writer = self._writer(DEV_EVENTS_DIRNAME)
 
     @property
     def step(self):

@@ -17,9 +17,10 @@ import tensorflow as tf
 
 from helpers.processes import start_python
 from t2t_repro import averaging
-from t2t_repro.averaging import AVERAGE_DIRNAME, AVERAGED_FILENAME, average_of_last
+from t2t_repro.averaging import average_of_last
 from t2t_repro.checkpoints import check_intact, latest_checkpoint
 from t2t_repro.files import directory_written_whole
+from t2t_repro.run_dir import AVERAGE_DIRNAME, AVERAGED_FILENAME
 
 # `t2t-export FLAGS` interrupted by HOW once it has written part of the
 # SavedModel into its temporary directory (before the rest, the warm-up

@@ -20,6 +20,7 @@ from helpers.toy_run import toy_pairs
 from t2t_repro.checkpoints import load_model
 from t2t_repro.cli.streaming import (
     refuse_output_over_inputs,
+    refuse_output_over_model,
     resume_point,
     skip_done,
 )
@@ -219,6 +220,68 @@ def test_an_output_that_is_an_input_by_any_path_is_refused(tmp_path, monkeypatch
     for output in ["new.de", "-", "/dev/null"]:
         refuse_output_over_inputs(output, {"input": "/dev/null"})
     assert (tmp_path / "in.en").read_text() == "ein hund\n"
+
+
+def test_an_output_that_is_a_file_of_the_model_is_refused(tmp_path, monkeypatch):
+    run, export = tmp_path / "run", tmp_path / "export"
+    for name in [
+        "config.json",
+        "spm.model",
+        "checkpoint",
+        "ckpt-200.index",
+        "best/ckpt-100.index",
+        "best/scores.json",
+        "average/averaged.json",
+        "dev/events.out.tfevents.1",
+        "eval_bf16/test.json",
+        ".worker_1/ckpt-1.index",
+        "notes.txt",
+        "translations/test.de",
+    ]:
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text("kept\n")
+    (export / "variables").mkdir(parents=True)
+    (export / "variables" / "variables.index").write_text("kept\n")
+    (tmp_path / "spm_link").symlink_to(run / "spm.model")
+    monkeypatch.chdir(tmp_path)
+    models = {"model_dir": "run", "saved_model": None}
+    for output in [
+        "run/config.json",
+        "run/spm.model",
+        "./run/checkpoint",
+        str(run / "ckpt-200.index"),
+        "run/best/ckpt-100.index",
+        "run/best/scores.json",
+        "run/average/averaged.json",
+        "run/dev/events.out.tfevents.1",
+        "run/eval_bf16/test.json",
+        "run/.worker_1/ckpt-1.index",
+        "spm_link",
+    ]:
+        message = f"{output}: --output is one of the files of --model_dir=run,"
+        with pytest.raises(DataError, match=f"^{re.escape(message)}"):
+            refuse_output_over_model(output, models)
+    with pytest.raises(DataError, match="files of --saved_model=export,"):
+        refuse_output_over_model(
+            "export/variables/variables.index", {"saved_model": "export"}
+        )
+    # The run directory of an average, or a run's best/, is a run of its own.
+    with pytest.raises(DataError, match="files of --model_dir=run/best,"):
+        refuse_output_over_model("run/best/scores.json", {"model_dir": "run/best"})
+    # The user's files in a run directory, new files, stdout, a device and
+    # files outside the model are written.
+    for output in [
+        "run/notes.txt",
+        "run/translations/test.de",
+        "run/ckpt-300.index",
+        "-",
+        "/dev/null",
+        "export_test.de",
+    ]:
+        refuse_output_over_model(output, {"model_dir": "run", "saved_model": "export"})
+    assert all(
+        path.read_text() == "kept\n" for path in tmp_path.rglob("*") if path.is_file()
+    )
 
 
 def test_a_failed_write_names_the_output_and_how_to_go_on(toy_run_dir, tmp_path):

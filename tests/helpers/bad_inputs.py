@@ -54,6 +54,10 @@ def write_files(directory, run_dir):
         with open(os.path.join(directory, name), "wb") as handle:
             handle.write(data)
     os.mkfifo(os.path.join(directory, "pipe.en"))  # never opened by the tools
+    # Not a SavedModel: a tool must refuse to write in it before reading it.
+    os.mkdir(os.path.join(directory, "export"))
+    with open(os.path.join(directory, "export", "saved_model.pb"), "wb") as handle:
+        handle.write(b"kept")
     shutil.copytree(run_dir, os.path.join(directory, "averaged_run"))
     average_checkpoints(
         os.path.join(directory, "averaged_run"), os.path.join(directory, "average"), 1
@@ -423,6 +427,20 @@ _ROWS = {
             "destroy; give another --output",
         ),
         (
+            "--output is the run's spm.model",
+            "--model_dir={d}/averaged_run --input={d}/three.en "
+            "--output={d}/averaged_run/spm.model",
+            "{d}/averaged_run/spm.model: --output is one of the files of "
+            "--model_dir={d}/averaged_run, which writing it would destroy",
+        ),
+        (
+            "--output in the --saved_model",
+            "--saved_model={d}/export --input={d}/three.en "
+            "--output={d}/export/saved_model.pb",
+            "{d}/export/saved_model.pb: --output is one of the files of "
+            "--saved_model={d}/export",
+        ),
+        (
             "unwritable --output",
             "--model_dir={run} --input={d}/three.en --output=/proc/t2t/out.txt",
             "/proc/t2t/out.txt: No such file or directory",
@@ -474,7 +492,12 @@ _ROWS = {
         (
             "--src and --tgt both stdin",
             "--model_dir={run} --src=- --tgt=-",
-            "--src and --tgt cannot both be stdin",
+            "--src=- and --tgt=- are one stream, which cannot be read as both",
+        ),
+        (
+            "--src and --tgt stdin by two names",
+            "--model_dir={run} --src=- --tgt=/dev/stdin",
+            "--src=- and --tgt=/dev/stdin are one stream",
         ),
         (
             "empty file",
