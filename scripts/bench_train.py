@@ -171,7 +171,7 @@ def multi30k_vocabulary_and_pairs(directory):
         (FLAGS.train_src, FLAGS.train_tgt) if FLAGS.train_src else _DEFAULT_TRAIN
     )
     corpus = Corpus(source_path=source, target_path=target)
-    path = os.path.join(directory, "spm.model")
+    path = os.path.join(directory, vocabulary.SPM_MODEL_FILENAME)
     vocabulary.train_sentencepiece(
         text_files.read_lines(corpus.source_path)
         + text_files.read_lines(corpus.target_path),

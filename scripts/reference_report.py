@@ -89,6 +89,9 @@ def main(argv):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench_matmul import matmul_gflops
 
+    from t2t_repro.files import read_json_object
+    from t2t_repro.run_dir import BEST_DIRNAME, CONFIG_FILENAME, SCORES_FILENAME
+
     evals = sorted(
         glob.glob(os.path.join(FLAGS.eval_dir, "*.json")), key=os.path.getmtime
     )
@@ -96,12 +99,10 @@ def main(argv):
         raise app.UsageError(f"{FLAGS.eval_dir}: no t2t-eval JSON found")
     with open(evals[-1], encoding="utf-8") as handle:
         test = json.load(handle)
-    with open(
-        os.path.join(FLAGS.run_dir, "best", "scores.json"), encoding="utf-8"
-    ) as handle:
-        history = json.load(handle)
-    with open(os.path.join(FLAGS.run_dir, "config.json"), encoding="utf-8") as handle:
-        config = json.load(handle)
+    history = read_json_object(
+        os.path.join(FLAGS.run_dir, BEST_DIRNAME, SCORES_FILENAME)
+    )
+    config = read_json_object(os.path.join(FLAGS.run_dir, CONFIG_FILENAME))
     averaged = averaged_steps(FLAGS.average_dir)
     counters = checkpoint_counters(FLAGS.run_dir)
     if averaged[-1] != counters["steps"]:

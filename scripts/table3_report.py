@@ -90,16 +90,23 @@ def table_row(run_dir):
 
     from t2t_repro.config import TransformerConfig
     from t2t_repro.model import Transformer
+    from t2t_repro.run_dir import (
+        BEST_DIRNAME,
+        CONFIG_FILENAME,
+        SCORES_FILENAME,
+        TRAINING_OPTIONS_FILENAME,
+    )
 
     def read(name):
         with open(os.path.join(run_dir, name), encoding="utf-8") as handle:
             return json.load(handle)
 
-    config = TransformerConfig(**read("config.json"))
-    training = read("training.json")
+    config = TransformerConfig(**read(CONFIG_FILENAME))
+    training = read(TRAINING_OPTIONS_FILENAME)
     dev = last_dev_scalars(run_dir)
-    with open(os.path.join(run_dir, "best", "scores.json"), encoding="utf-8") as handle:
-        minutes = json.load(handle)["evaluations"][-1]["minutes"]
+    minutes = read(os.path.join(BEST_DIRNAME, SCORES_FILENAME))["evaluations"][-1][
+        "minutes"
+    ]
     params = Transformer(config).count_params()
     keras.backend.clear_session()
     name = os.path.basename(os.path.normpath(run_dir))

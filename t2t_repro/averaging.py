@@ -30,8 +30,8 @@ from t2t_repro.run_dir import (
     CHECKPOINT_LIST_FILENAME,
     CHECKPOINT_NAME,
     CONFIG_FILENAME,
-    EVAL_DIRNAME,
     RunDir,
+    is_eval_dirname,
 )
 
 
@@ -145,7 +145,7 @@ def _eval_dirs(directory):
     return [
         name.rstrip("/")
         for name in tf.io.gfile.listdir(directory)
-        if name.rstrip("/") == EVAL_DIRNAME or name.startswith(EVAL_DIRNAME + "_")
+        if is_eval_dirname(name.rstrip("/"))
     ]
 
 

@@ -19,9 +19,7 @@ from absl import logging
 
 from t2t_repro.config import ConfigError
 from t2t_repro.files import read_json_object, write_atomically
-
-BEST_DIRNAME = "best"
-SCORES_FILENAME = "scores.json"
+from t2t_repro.run_dir import BEST_DIRNAME, CHECKPOINT_NAME, SCORES_FILENAME
 
 
 def _checkpoint_files(prefix):
@@ -123,7 +121,7 @@ class BestCheckpoints:
         )
         evicted = []
         if kept:
-            name = f"ckpt-{step}"
+            name = f"{CHECKPOINT_NAME}-{step}"
             # Created on first use; restoring asserts every object matched,
             # so it must be in the file as in `save()`'s.
             self.checkpoint.save_counter.assign_add(1)
@@ -138,9 +136,8 @@ class BestCheckpoints:
             self._delete(os.path.join(self.directory, entry["path"]))
         if kept:
             logging.info(
-                "kept %s/ckpt-%d (dev BLEU %.2f) among the best %d",
-                self.directory,
-                step,
+                "kept %s (dev BLEU %.2f) among the best %d",
+                os.path.join(self.directory, name),
                 bleu,
                 self.keep,
             )

@@ -12,10 +12,9 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from t2t_repro.best_checkpoints import BEST_DIRNAME
 from t2t_repro.checkpoints import latest_checkpoint, model_checkpoint
 from t2t_repro.config import ConfigError
-from t2t_repro.run_dir import RunDir
+from t2t_repro.run_dir import BEST_DIRNAME, RunDir
 
 
 def source_of(init_from):

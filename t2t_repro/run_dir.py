@@ -11,10 +11,12 @@ MODEL_DIR/
   ckpt-N.*        the last --keep_checkpoints checkpoints
   checkpoint      their list (checkpoints.py)
   corrupt/TIME/   checkpoints a resume found unreadable, set aside
-  best/           the best checkpoints by dev BLEU (best_checkpoints.py)
+  best/           the best checkpoints by dev BLEU, their scores in
+                  scores.json (best_checkpoints.py)
   average/        t2t-train --average_last's average, itself a run dir,
                   with averaged.json (averaging.py)
-  train/ dev/ eval/  TensorBoard events
+  train/ dev/     TensorBoard events
+  eval/ eval_bf16/  t2t-eval's translations, scores and events
   .worker_K/      a non-chief worker's throw-away checkpoints
   input/worker-K/ a non-chief worker's input-iterator checkpoints
 """
@@ -22,11 +24,11 @@ MODEL_DIR/
 import dataclasses
 import json
 import os
+import re
 import time
 
 import tensorflow as tf
 
-from t2t_repro.best_checkpoints import BEST_DIRNAME, SCORES_FILENAME
 from t2t_repro.config import ConfigError, TransformerConfig
 from t2t_repro.data.vocabulary import (
     SPM_MODEL_FILENAME,
@@ -41,11 +43,16 @@ TRAINING_OPTIONS_FILENAME = "training.json"
 # tf.train.CheckpointManager's: ckpt-N.* and the list of the kept ones.
 CHECKPOINT_NAME = "ckpt"
 CHECKPOINT_LIST_FILENAME = "checkpoint"
+_CHECKPOINT_FILE = re.compile(
+    rf"{CHECKPOINT_NAME}-\d+(?:\.index|\.data-\d{{5}}-of-\d{{5}})"
+)
 CORRUPT_DIRNAME = "corrupt"
 # t2t-train --average_last's average, and in an average's directory what
 # it averages (which also says that an average wrote it).
 AVERAGE_DIRNAME = "average"
 AVERAGED_FILENAME = "averaged.json"
+BEST_DIRNAME = "best"
+SCORES_FILENAME = "scores.json"
 TRAIN_EVENTS_DIRNAME = "train"
 DEV_EVENTS_DIRNAME = "dev"
 # Where t2t-eval writes a model directory's scores: MODEL_DIR/eval, or
@@ -53,6 +60,7 @@ DEV_EVENTS_DIRNAME = "dev"
 EVAL_DIRNAME = "eval"
 WORKER_CHECKPOINTS_PREFIX = ".worker_"
 WORKER_INPUT_DIRNAME = "input"
+WORKER_INPUT_PREFIX = "worker-"
 
 _RUN_FILES = {
     CONFIG_FILENAME,
@@ -69,23 +77,28 @@ _RUN_SUBDIRS = {
     AVERAGE_DIRNAME,
     TRAIN_EVENTS_DIRNAME,
     DEV_EVENTS_DIRNAME,
-    WORKER_INPUT_DIRNAME,
 }
 
 
-def is_run_file(model_dir, path):
-    """Whether `path` is in `model_dir` and one of the run's files (the
-    layout above), by any path or link: what a tool must never write its
-    output over. Other files in a run directory are the user's."""
-    relative = os.path.relpath(os.path.realpath(path), os.path.realpath(model_dir))
-    first, *rest = relative.split(os.sep)
-    if first == os.pardir:
-        return False
-    if rest:
-        return first in _RUN_SUBDIRS or first.startswith(
-            (EVAL_DIRNAME, WORKER_CHECKPOINTS_PREFIX)
-        )
-    return first in _RUN_FILES or first.startswith(CHECKPOINT_NAME + "-")
+def is_eval_dirname(name):
+    """Whether `name` is one of t2t-eval's directories (eval, eval_bf16)."""
+    return name == EVAL_DIRNAME or name.startswith(EVAL_DIRNAME + "_")
+
+
+def is_run_file(relative):
+    """Whether `relative`, a path in a run directory relative to it, is
+    one of the run's files (the layout above): what a tool must never
+    write its output over. Other files in a run directory are the
+    user's."""
+    first, *rest = os.path.normpath(relative).split(os.sep)
+    if not rest:
+        return first in _RUN_FILES or bool(_CHECKPOINT_FILE.fullmatch(first))
+    return (
+        first in _RUN_SUBDIRS
+        or is_eval_dirname(first)
+        or first.startswith(WORKER_CHECKPOINTS_PREFIX)
+        or (first == WORKER_INPUT_DIRNAME and rest[0].startswith(WORKER_INPUT_PREFIX))
+    )
 
 
 def check_vocabulary_fits(config, proto, vocabulary_name, config_name):

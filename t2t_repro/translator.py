@@ -110,7 +110,7 @@ class Translator:
         by length. A graph built in this process has none."""
         if not hasattr(self.graph, "max_beam_size"):
             return
-        check_export_limits(self.graph, "the SavedModel", alpha, beam_size)
+        check_export_limits(self.graph, "the SavedModel", alpha, beam_size, prefix="")
         limit = int(self.graph.max_sentence_bytes.numpy())
         if (oversized := first_oversized(sentences, limit)) is not None:
             index, size = oversized

@@ -145,7 +145,7 @@ def test_training_in_an_average_or_best_directory_is_refused(
     trainer there would start at step 0 and rotate them away."""
     import shutil
 
-    from t2t_repro.best_checkpoints import BEST_DIRNAME, SCORES_FILENAME
+    from t2t_repro.run_dir import BEST_DIRNAME, SCORES_FILENAME
     from t2t_repro.training.prepare import check_not_a_copy_of_a_run
 
     run = tmp_path / "run"

@@ -261,7 +261,7 @@ def test_an_exports_limits_are_checked_naming_the_sentence(exported):
     with pytest.raises(ValueError, match=r"^sentences\[1\]: 5000 bytes, over"):
         translator.translate(["ein hund", "x" * 5000])
     with pytest.raises(
-        ConfigError, match="--beam_size=32 is over its max_beam_size=16"
+        ConfigError, match="^the SavedModel: beam_size=32 is over its max_beam_size=16"
     ):
         translator.translate(["ein hund"], beam_size=32)
 

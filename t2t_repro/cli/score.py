@@ -107,6 +107,7 @@ def make_scorer():
 def main():
     from t2t_repro.data import DataError
     from t2t_repro.data.text_files import (
+        STDIN,
         aligned_lines,
         check_exists,
         is_read_once,
@@ -118,7 +119,13 @@ def main():
     lines = None
     for path in (FLAGS.src, FLAGS.tgt):
         check_exists(path)
-    if is_read_once(FLAGS.src) and same_file(FLAGS.src, FLAGS.tgt):
+    # Two names of one stream would split its lines between them (a regular
+    # file behind stdin is read apart, at its own offset, by another name).
+    if FLAGS.src == FLAGS.tgt == STDIN or (
+        is_read_once(FLAGS.src)
+        and is_read_once(FLAGS.tgt)
+        and same_file(FLAGS.src, FLAGS.tgt)
+    ):
         raise DataError(
             f"--src={FLAGS.src} and --tgt={FLAGS.tgt} are one stream, which "
             "cannot be read as both: give at most one of them as - or a pipe"

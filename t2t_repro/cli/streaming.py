@@ -157,27 +157,30 @@ def refuse_output_over_inputs(output, inputs):
 
 def refuse_output_over_model(output, models):
     """DataError if `output` (--output) is an existing file of the model
-    that one of `models` ({flag name: path or None}) names, by any path or
-    link: one of a run directory's own files (run_dir.py), or anything in
-    an export's directory. Call before loading the model."""
+    that one of `models` ({flag name: path or None}) names: one of a run
+    directory's own files (run_dir.py), or anything in an export's
+    directory. Both the path as given (its directories' links followed)
+    and where a link at it leads are checked. Call before loading the
+    model."""
     if output == STDOUT or not os.path.isfile(output):
         return
-    written = os.path.realpath(output)
-    for name, path in models.items():
-        if path is None or not written.startswith(
-            os.path.join(os.path.realpath(path), "")
-        ):
+    parent, name = os.path.split(os.path.abspath(output))
+    places = {os.path.join(os.path.realpath(parent), name), os.path.realpath(output)}
+    for flag, path in models.items():
+        if path is None:
             continue
-        if name == "model_dir":
+        relatives = [os.path.relpath(place, os.path.realpath(path)) for place in places]
+        inside = [r for r in relatives if r.split(os.sep)[0] != os.pardir]
+        if flag == "model_dir" and inside:
             # Imports TensorFlow, so only for an --output inside a run.
             from t2t_repro.run_dir import is_run_file
 
-            if not is_run_file(path, output):
-                continue
-        raise DataError(
-            f"{output}: --output is one of the files of --{name}={path}, "
-            "which writing it would destroy; give another --output"
-        )
+            inside = [r for r in inside if is_run_file(r)]
+        if inside:
+            raise DataError(
+                f"{output}: --output is one of the files of --{flag}={path}, "
+                "which writing it would destroy; give another --output"
+            )
 
 
 def resumed_inputs(lines_per_input, line_fits):

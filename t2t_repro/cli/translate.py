@@ -204,6 +204,8 @@ def main():
     from t2t_repro.inference.exports import first_oversized
     from t2t_repro.inference.threads import use_decoding_threads
 
+    if not FLAGS.ctranslate2:  # which sets its own threads
+        use_decoding_threads(threads_decoding())
     # Before the model loads: a bad input fails in a second.
     total = count_lines(FLAGS.input)
     refuse_output_over_inputs(FLAGS.output, {"input": FLAGS.input})
@@ -214,8 +216,6 @@ def main():
     done = resumed_inputs(
         FLAGS.n_best, output_line_check(FLAGS.n_best, FLAGS.with_scores)
     )
-    if not FLAGS.ctranslate2:  # which sets its own threads
-        use_decoding_threads(threads_decoding())
     translator = make_translator()
 
     limit = translator.max_sentence_bytes

@@ -95,20 +95,23 @@ def first_oversized(sentences, limit):
     return None
 
 
-def check_export_limits(loaded, path, alpha, beam_size=None):
-    """Refuses (ConfigError, naming the flags) an `alpha` or `beam_size`
-    over the limits of the export at `path`, `loaded`, which would refuse
-    every request."""
-    over = []
+def check_export_limits(loaded, path, alpha, beam_size=None, prefix="--"):
+    """Refuses (ConfigError) an `alpha` or `beam_size` over the limits of
+    the export at `path`, `loaded`, which would refuse every request. The
+    message names them with `prefix` before: "--" for flags, "" for a
+    Python caller's arguments."""
+    over, limits = [], []
     max_beam_size = int(loaded.max_beam_size.numpy())
     if beam_size is not None and beam_size > max_beam_size:
         over.append(
-            f"--beam_size={beam_size} is over its max_beam_size={max_beam_size}"
+            f"{prefix}beam_size={beam_size} is over its max_beam_size={max_beam_size}"
         )
+        limits.append("--max_beam_size")
     max_alpha = float(loaded.max_alpha.numpy())
     if alpha > max_alpha:
-        over.append(f"--alpha={alpha:g} is over its max_alpha={max_alpha:g}")
+        over.append(f"{prefix}alpha={alpha:g} is over its max_alpha={max_alpha:g}")
+        limits.append("--max_alpha")
     if over:
         raise ConfigError(
-            f"{path}: {' and '.join(over)} (set by t2t-export's flags of those names)"
+            f"{path}: {' and '.join(over)} (set by t2t-export {' and '.join(limits)})"
         )

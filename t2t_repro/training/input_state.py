@@ -24,7 +24,11 @@ from t2t_repro.checkpoints import checkpoint_manager, holds
 from t2t_repro.config import DATA_ORDER_OPTIONS, ConfigError
 from t2t_repro.data import pipeline
 from t2t_repro.files import sha256_of
-from t2t_repro.run_dir import TRAINING_OPTIONS_FILENAME, WORKER_INPUT_DIRNAME
+from t2t_repro.run_dir import (
+    TRAINING_OPTIONS_FILENAME,
+    WORKER_INPUT_DIRNAME,
+    WORKER_INPUT_PREFIX,
+)
 
 
 def training_dataset(pairs, tokenizer, options, max_length, input_context):
@@ -103,7 +107,7 @@ class InputState:
                 os.path.join(
                     options.model_dir,
                     WORKER_INPUT_DIRNAME,
-                    f"worker-{input_context.input_pipeline_id}",
+                    f"{WORKER_INPUT_PREFIX}{input_context.input_pipeline_id}",
                 ),
                 options.keep_checkpoints,
             )

@@ -11,7 +11,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from t2t_repro.best_checkpoints import SCORES_FILENAME, BestCheckpoints
+from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import (
     checkpoint_manager,
     checkpoint_to_resume,
@@ -22,6 +22,7 @@ from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
 from t2t_repro.run_dir import (
     AVERAGED_FILENAME,
+    SCORES_FILENAME,
     WORKER_CHECKPOINTS_PREFIX,
     RunDir,
     check_vocabulary_fits,

@@ -237,12 +237,24 @@ def test_an_output_that_is_a_file_of_the_model_is_refused(tmp_path, monkeypatch)
         ".worker_1/ckpt-1.index",
         "notes.txt",
         "translations/test.de",
+        "ckpt-200.de",
+        "evaluation/test.de",
+        "input/test.en",
     ]:
         (run / name).parent.mkdir(parents=True, exist_ok=True)
         (run / name).write_text("kept\n")
     (export / "variables").mkdir(parents=True)
     (export / "variables" / "variables.index").write_text("kept\n")
+    (tmp_path / "ct2").mkdir()
+    (tmp_path / "ct2" / "model.bin").write_text("kept\n")
+    (tmp_path / "run2").mkdir()
+    (tmp_path / "run2" / "config.json").write_text("kept\n")
+    (tmp_path / "export_test.de").write_text("kept\n")
     (tmp_path / "spm_link").symlink_to(run / "spm.model")
+    # A run whose vocabulary links out of it (writing it writes the target).
+    (tmp_path / "shared.model").write_text("kept\n")
+    (tmp_path / "linked_run").mkdir()
+    (tmp_path / "linked_run" / "spm.model").symlink_to(tmp_path / "shared.model")
     monkeypatch.chdir(tmp_path)
     models = {"model_dir": "run", "saved_model": None}
     for output in [
@@ -265,6 +277,10 @@ def test_an_output_that_is_a_file_of_the_model_is_refused(tmp_path, monkeypatch)
         refuse_output_over_model(
             "export/variables/variables.index", {"saved_model": "export"}
         )
+    with pytest.raises(DataError, match="files of --model_dir=linked_run,"):
+        refuse_output_over_model("linked_run/spm.model", {"model_dir": "linked_run"})
+    with pytest.raises(DataError, match="files of --ctranslate2=ct2,"):
+        refuse_output_over_model("ct2/model.bin", {"ctranslate2": "ct2"})
     # The run directory of an average, or a run's best/, is a run of its own.
     with pytest.raises(DataError, match="files of --model_dir=run/best,"):
         refuse_output_over_model("run/best/scores.json", {"model_dir": "run/best"})
@@ -273,10 +289,14 @@ def test_an_output_that_is_a_file_of_the_model_is_refused(tmp_path, monkeypatch)
     for output in [
         "run/notes.txt",
         "run/translations/test.de",
+        "run/ckpt-200.de",
+        "run/evaluation/test.de",
+        "run/input/test.en",
         "run/ckpt-300.index",
         "-",
         "/dev/null",
         "export_test.de",
+        "run2/config.json",
     ]:
         refuse_output_over_model(output, {"model_dir": "run", "saved_model": "export"})
     assert all(

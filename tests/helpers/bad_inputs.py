@@ -505,6 +505,13 @@ _ROWS = {
             "{d}/empty.en: empty file: nothing to score",
         ),
         (
+            "--output is the run's config.json",
+            "--model_dir={d}/averaged_run --src={d}/same.en --tgt={d}/same.de "
+            "--output={d}/averaged_run/config.json",
+            "{d}/averaged_run/config.json: --output is one of the files of "
+            "--model_dir={d}/averaged_run",
+        ),
+        (
             "--output is --tgt",
             "--model_dir={run} --src={d}/same.en --tgt={d}/same.de "
             "--output={d}/same.de",
@@ -644,8 +651,9 @@ def run_case(case, directory, run_dir):
     flags = [fill(f, directory, run_dir).replace("{m}", own) for f in case.flags]
     # As a user runs it (TF_CPP_MIN_LOG_LEVEL would ask for TensorFlow's
     # own lines).
+    # Stdin empty, not the test runner's (a terminal, or closed).
     result = run_python(
-        ["-m", "t2t_repro.cli", case.tool, *flags], timeout=300, quiet=False
+        ["-m", "t2t_repro.cli", case.tool, *flags], stdin="", timeout=300, quiet=False
     )
     return result.returncode, result.stderr
 
