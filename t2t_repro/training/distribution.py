@@ -1,8 +1,10 @@
 """Choosing the tf.distribute strategy for this process."""
 
+import hashlib
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_repro.config import ConfigError
@@ -128,3 +130,34 @@ def is_chief(strategy):
         and resolver.task_id == 0
         and "chief" not in resolver.cluster_spec().as_dict()
     )
+
+
+def task_name(strategy):
+    """This process's task, e.g. "worker 1"; None without TF_CONFIG."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return None
+    return f"{resolver.task_type} {resolver.task_id}"
+
+
+def _fingerprint(value):
+    text = json.dumps(value, sort_keys=True, default=str)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
+
+
+def differing_facts(strategy, facts):
+    """The names of `facts` ({name: JSON-able value}) whose value differs
+    between the tasks of `strategy` (a fingerprint of each gathered from
+    every replica); [] on one machine. Every task must call it: it is a
+    collective operation."""
+    if input_context(strategy).num_input_pipelines <= 1:
+        return []
+    names = sorted(facts)
+    local = tf.constant([[_fingerprint(facts[name]) for name in names]], tf.int64)
+
+    def gather():
+        return tf.distribute.get_replica_context().all_gather(local, axis=0)
+
+    table = strategy.experimental_local_results(strategy.run(tf.function(gather)))
+    table = np.asarray(table[0])
+    return [name for i, name in enumerate(names) if (table[:, i] != table[0, i]).any()]

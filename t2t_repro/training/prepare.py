@@ -5,6 +5,7 @@ newest intact checkpoint, and handed to it with the lock."""
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 
 import keras
@@ -107,6 +108,7 @@ def prepare_run(
                 options.mixed_precision, options.model_dir
             ),
         )
+        data = data_identity(data_sources)
         data_order_changed = []
         if is_chief:
             data_order_changed = write_run_files(
@@ -115,7 +117,7 @@ def prepare_run(
                 vocab_proto,
                 options,
                 strategy.num_replicas_in_sync,
-                data_identity(data_sources),
+                data,
             )
         keras.utils.set_random_seed(options.seed)
         check_vocabulary_fits(
@@ -179,6 +181,7 @@ def prepare_run(
             logging.info("resumed from %s at step %d", restored, step)
             if input_state is not None:
                 input_state.restore(restored, step)
+        check_tasks_agree(strategy, model_config, vocab_proto, options, data, step)
         best.forget_after(step)
         return Trainer(
             model=model,
@@ -191,6 +194,40 @@ def prepare_run(
             input_state=input_state,
             evaluator=evaluator,
             lock=held.pop_all(),
+        )
+
+
+def check_tasks_agree(strategy, model_config, vocab_proto, options, data, step):
+    """ConfigError on every task of a multi-worker run whose tasks differ
+    in what they must share: the chief alone checks the run's files, and
+    the strategy copies only initial weights, so tasks with other flags,
+    data or a restored step (a --model_dir not shared) would train apart
+    or hang at the end."""
+    own = {
+        "the restored step": step,
+        "the precision": options.mixed_precision,
+        "the model flags": dataclasses.asdict(model_config),
+        "the vocabulary": hashlib.sha256(vocab_proto).hexdigest(),
+        "the training flags": {
+            name: value
+            for name, value in dataclasses.asdict(options).items()
+            if name not in ("model_dir", "mixed_precision")
+        },
+        # Identities without the paths, which may differ between machines.
+        "the data files": {
+            split: [{k: v for k, v in f.items() if k != "path"} for f in files]
+            for split, files in (data or {}).items()
+        },
+        "the replicas per task": len(strategy.extended.worker_devices),
+    }
+    differing = distribution.differing_facts(strategy, own)
+    if differing:
+        raise ConfigError(
+            f"the tasks of this run differ in {', '.join(differing)} (this "
+            f"task, {distribution.task_name(strategy)}, has step {step}, "
+            f"precision {options.mixed_precision}): start every task with the "
+            "same flags, data files and devices, and one --model_dir they "
+            "all share"
         )
 
 

@@ -36,24 +36,31 @@ def _run_helper(script, out, *args):
     return _saved(out, result.returncode, result.stderr)
 
 
-def _run_cluster(layout, script, outputs, *args):
-    """Runs `script` as each task of a local cluster of task types
-    `layout`, with `args` after each task's OUT.npz (`outputs` / taskN.npz);
-    returns what each task saved."""
+def _start_cluster(layout, script, outputs, task_args):
+    """Starts `script` as each task of a local cluster of task types
+    `layout`, task N with its OUT.npz (`outputs` / taskN.npz) and then
+    `task_args[N]`; [(OUT.npz, process)] of the tasks."""
     cluster, tasks = {}, []
     for kind in layout:
         tasks.append({"type": kind, "index": len(cluster.get(kind, []))})
         cluster.setdefault(kind, []).append(f"127.0.0.1:{free_port()}")
     started = []
-    for index, task in enumerate(tasks):
+    for index, (task, args) in enumerate(zip(tasks, task_args)):
         out = outputs / f"task{index}.npz"
         tf_config = json.dumps({"cluster": cluster, "task": task})
         process = start_python(
             _helper_args(script, out, *args), env={"TF_CONFIG": tf_config}
         )
         started.append((out, process))
+    return started
+
+
+def _run_cluster(layout, script, outputs, *args):
+    """Runs `script` as each task of a local cluster of task types
+    `layout`, with `args` after each task's OUT.npz (`outputs` / taskN.npz);
+    returns what each task saved."""
     results = []
-    for out, process in started:
+    for out, process in _start_cluster(layout, script, outputs, [args] * len(layout)):
         _, stderr = process.communicate(timeout=600)
         results.append(_saved(out, process.returncode, stderr))
     return results
@@ -182,6 +189,28 @@ def test_two_workers_resume_from_the_chiefs_checkpoint(tmp_path):
         # O(1): both workers' iterators came back from their checkpoints.
         assert int(resumed[worker]["replayed"]) == 0
         _assert_same_weights(resumed[worker], straight[0])
+
+
+@pytest.mark.slow
+def test_tasks_that_differ_are_refused_by_every_task(tmp_path):
+    """Tasks with other flags, or a --model_dir not shared (another
+    restored step), would train apart: each task names the difference."""
+    _two_workers(tmp_path / "chiefs", 2)
+    started = _start_cluster(
+        ("worker", "worker"),
+        "worker_training.py",
+        tmp_path,
+        # The chief resumes at step 2; the other worker starts a run of its
+        # own, with another --train_steps.
+        [(tmp_path / "chiefs", 4), (tmp_path / "own", 6)],
+    )
+    for (_, process), task, step in zip(started, ("worker 0", "worker 1"), (2, 0)):
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode != 0
+        assert (
+            "the tasks of this run differ in the restored step, the training "
+            f"flags (this task, {task}, has step {step}," in stderr
+        ), stderr[-3000:]
 
 
 def _mirrored_training(model_dir, steps, out):
