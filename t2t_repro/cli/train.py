@@ -105,6 +105,13 @@ def train_from_flags(startup_log):
     from t2t_repro.training.evaluator import DevEvaluator
     from t2t_repro.training.prepare import hold_run_lock, prepare_run
 
+    if distribution.is_evaluator():
+        logging.warning(
+            "TF_CONFIG makes this task the cluster's evaluator, which has "
+            "nothing to do: the chief and workers evaluate on dev as they "
+            "train (the run's dev/ events; t2t-eval scores any checkpoint)"
+        )
+        return
     train_corpus, dev_corpus, test_corpus = map(corpus_from_flags, SPLITS)
     if train_corpus is None:
         raise DataError("give --train_src/--train_tgt or --tfds_name")

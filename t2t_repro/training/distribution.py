@@ -12,6 +12,9 @@ from t2t_repro.config import ConfigError
 # The task types that hold replicas under MultiWorkerMirroredStrategy; a
 # chief is a worker that also writes checkpoints and summaries.
 REPLICA_TASK_TYPES = ("chief", "worker")
+# A task that a cluster may have beside them (TFJob, Vertex AI), which
+# the strategy leaves out; training evaluates on dev itself.
+EVALUATOR_TASK_TYPE = "evaluator"
 
 
 def training_tasks(tf_config_text=None):
@@ -19,12 +22,29 @@ def training_tasks(tf_config_text=None):
     without it), after checking TF_CONFIG names this process's task.
 
     Both layouts count: workers only, and a chief plus workers (Kubernetes
-    TFJob, Vertex AI). ConfigError names what is wrong with TF_CONFIG.
+    TFJob, Vertex AI); an evaluator task does not. ConfigError names what
+    is wrong with TF_CONFIG.
     """
+    checked = _checked_tf_config(tf_config_text)
+    if checked is None:
+        return 1
+    cluster, _ = checked
+    return sum(len(cluster.get(kind, [])) for kind in REPLICA_TASK_TYPES)
+
+
+def is_evaluator(tf_config_text=None):
+    """Whether TF_CONFIG makes this process the cluster's evaluator task."""
+    checked = _checked_tf_config(tf_config_text)
+    return checked is not None and checked[1] == EVALUATOR_TASK_TYPE
+
+
+def _checked_tf_config(tf_config_text):
+    """(cluster, this task's type) of TF_CONFIG (the environment's for
+    None), None if it is unset; ConfigError names what is wrong with it."""
     if tf_config_text is None:
         tf_config_text = os.environ.get("TF_CONFIG", "")
     if not tf_config_text.strip():
-        return 1
+        return None
     try:
         tf_config = json.loads(tf_config_text)
     except json.JSONDecodeError as error:
@@ -38,16 +58,20 @@ def training_tasks(tf_config_text=None):
         raise ConfigError(
             'TF_CONFIG: "cluster" must map task types to lists of host:port addresses'
         )
-    unsupported = sorted(set(cluster) - set(REPLICA_TASK_TYPES))
+    unsupported = sorted(set(cluster) - {*REPLICA_TASK_TYPES, EVALUATOR_TASK_TYPE})
     if unsupported:
         raise ConfigError(
             f"TF_CONFIG: task type(s) {', '.join(unsupported)} "
             "not supported (MultiWorkerMirroredStrategy takes "
-            "a chief and workers)"
+            "a chief and workers, and an evaluator beside them)"
         )
-    if len(cluster.get("chief", [])) > 1:
-        raise ConfigError(f"TF_CONFIG: at most one chief, got {len(cluster['chief'])}")
-    tasks = sum(len(cluster.get(kind, [])) for kind in REPLICA_TASK_TYPES)
+    for kind in ("chief", EVALUATOR_TASK_TYPE):
+        if len(cluster.get(kind, [])) > 1:
+            raise ConfigError(
+                f"TF_CONFIG: at most one {kind}, got {len(cluster[kind])}"
+            )
+    if not any(cluster.get(kind) for kind in REPLICA_TASK_TYPES):
+        raise ConfigError("TF_CONFIG: the cluster has no chief or worker task")
     task = tf_config.get("task")
     if not isinstance(task, dict) or "type" not in task:
         raise ConfigError(
@@ -59,13 +83,18 @@ def training_tasks(tf_config_text=None):
             f"TF_CONFIG: task type {kind!r} is not in the "
             f"cluster ({', '.join(sorted(cluster)) or 'empty'})"
         )
-    if not isinstance(index, int) or not 0 <= index < len(cluster[kind]):
+    if type(index) is not int:
         raise ConfigError(
-            f"TF_CONFIG: task index {index!r} out of range: "
+            f"TF_CONFIG: task index {index!r} is not an integer (give "
+            '"index": 0, not "0")'
+        )
+    if not 0 <= index < len(cluster[kind]):
+        raise ConfigError(
+            f"TF_CONFIG: task index {index} out of range: "
             f"the cluster has {len(cluster[kind])} {kind} "
             "task(s)"
         )
-    return tasks
+    return cluster, kind
 
 
 def split_cpu(num_devices):

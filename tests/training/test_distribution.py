@@ -6,7 +6,7 @@ import pytest
 
 from helpers.train_command import run_train
 from t2t_repro.config import ConfigError
-from t2t_repro.training.distribution import training_tasks
+from t2t_repro.training.distribution import is_evaluator, training_tasks
 
 
 def _tf_config(cluster, task):
@@ -26,10 +26,23 @@ def _tf_config(cluster, task):
             3,
         ),
         ({"chief": ["a:1"]}, {"type": "chief", "index": 0}, 1),
+        # An evaluator beside them (TFJob, Vertex AI) trains nothing.
+        (
+            {"chief": ["a:1"], "worker": ["b:1"], "evaluator": ["c:1"]},
+            {"type": "worker", "index": 0},
+            2,
+        ),
+        (
+            {"chief": ["a:1"], "worker": ["b:1"], "evaluator": ["c:1"]},
+            {"type": "evaluator", "index": 0},
+            2,
+        ),
     ],
 )
 def test_every_chief_and_worker_counts(cluster, task, tasks):
-    assert training_tasks(_tf_config(cluster, task)) == tasks
+    text = _tf_config(cluster, task)
+    assert training_tasks(text) == tasks
+    assert is_evaluator(text) == (task["type"] == "evaluator")
 
 
 def test_no_tf_config_is_one_process():
@@ -64,6 +77,21 @@ def test_no_tf_config_is_one_process():
             _tf_config({"chief": ["a:1", "b:1"]}, {"type": "chief", "index": 0}),
             "at most one chief",
         ),
+        (
+            _tf_config({"worker": ["a:1"]}, {"type": "worker", "index": "0"}),
+            "task index '0' is not an integer",
+        ),
+        (
+            _tf_config({"evaluator": ["a:1"]}, {"type": "evaluator", "index": 0}),
+            "the cluster has no chief or worker task",
+        ),
+        (
+            _tf_config(
+                {"worker": ["a:1"], "evaluator": ["b:1", "c:1"]},
+                {"type": "worker", "index": 0},
+            ),
+            "at most one evaluator",
+        ),
     ],
 )
 def test_malformed_tf_config_names_the_problem(text, problem):
@@ -89,3 +117,24 @@ def test_t2t_train_answers_a_malformed_tf_config_with_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert lines == [lines[-1]] and "Traceback" not in result.stderr
     assert lines[-1].startswith("t2t-train: error: TF_CONFIG is not JSON")
+
+
+@pytest.mark.slow
+def test_t2t_train_as_the_evaluator_task_says_so_and_exits(tmp_path):
+    tf_config = _tf_config(
+        {"chief": ["a:1"], "worker": ["b:1"], "evaluator": ["c:1"]},
+        {"type": "evaluator", "index": 0},
+    )
+    # No data: the evaluator reads none.
+    result = run_train(
+        f"--model_dir={tmp_path / 'run'}",
+        f"--train_src={tmp_path / 'missing.en'}",
+        f"--train_tgt={tmp_path / 'missing.de'}",
+        env={"TF_CONFIG": tf_config},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "this task the cluster's evaluator, which has nothing to do" in (
+        result.stderr
+    )
+    assert not (tmp_path / "run").exists()
