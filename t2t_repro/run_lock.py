@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 
 from absl import logging
 
@@ -28,6 +29,9 @@ _UNWRITTEN_LOCK_SECONDS = 10
 # LOCK_FRESH_SECONDS is taken for a dead trainer's.
 LOCK_REFRESH_SECONDS = 10
 LOCK_FRESH_SECONDS = 60
+# This process's, in its lock: a container restarted on the same host
+# often gets the pid its killed predecessor had (1, as the entrypoint).
+_PROCESS_TOKEN = uuid.uuid4().hex
 
 
 @contextlib.contextmanager
@@ -57,7 +61,7 @@ def training_lock(model_dir):
 
 
 def _mine():
-    return {"pid": os.getpid(), "host": socket.gethostname()}
+    return {"pid": os.getpid(), "host": socket.gethostname(), "token": _PROCESS_TOKEN}
 
 
 def _take(path):
@@ -163,6 +167,9 @@ def _is_stale(path, holder, host):
             return True
     if holder.get("host") != host or not isinstance(holder.get("pid"), int):
         return False
+    if holder["pid"] == os.getpid():
+        # This process's pid; held by this process only with its token.
+        return holder.get("token") != _PROCESS_TOKEN
     try:
         os.kill(holder["pid"], 0)
     except ProcessLookupError:

@@ -424,7 +424,7 @@ def _later(seconds, action):
 @pytest.mark.timeout(60)
 def test_a_worker_waits_while_the_chief_holds_its_lock(tmp_path):
     run_dir = RunDir(str(tmp_path))
-    _lock(run_dir, os.getpid())
+    _lock(run_dir, os.getppid())  # a live process, not this one
     # Longer than a chief that had not locked the run would be given.
     _later(0.5, lambda: write_atomically(run_dir.vocab_path, tiny_vocab()))
     assert _wait(run_dir, chief_start_seconds=0.1) == tiny_vocab()
@@ -433,7 +433,7 @@ def test_a_worker_waits_while_the_chief_holds_its_lock(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_worker_gives_up_once_the_chiefs_lock_is_gone(tmp_path):
     run_dir = RunDir(str(tmp_path))
-    _lock(run_dir, os.getpid())
+    _lock(run_dir, os.getppid())  # a live process, not this one
     _later(0.3, lambda: os.remove(run_dir.file(run_lock.LOCK_FILENAME)))
     with pytest.raises(
         ConfigError,
