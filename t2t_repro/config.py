@@ -444,7 +444,8 @@ class TrainingOptions(Settings):
         lambda: (
             "Resume even if "
             + ", ".join(f"--{flag_name(field)}" for field in _data_order_fields())
-            + " or the replica count changed (the data order then differs "
+            + " or the replica or worker count changed (the data order then "
+            "differs "
             "from an uninterrupted run)."
         ),
     )
@@ -465,8 +466,13 @@ def _data_order_fields():
 
 # What decides which batches a step sees (or how it computes them), as
 # training.json records it: resuming with another value silently changes
-# the run's data order. "replicas" is the replica count, not a setting.
-DATA_ORDER_OPTIONS = (*(field.name for field in _data_order_fields()), "replicas")
+# the run's data order. "replicas" and "input_pipelines" (one per worker
+# process, each reading its shard of the data) are counts, not settings.
+DATA_ORDER_OPTIONS = (
+    *(field.name for field in _data_order_fields()),
+    "replicas",
+    "input_pipelines",
+)
 
 
 @dataclasses.dataclass(frozen=True)

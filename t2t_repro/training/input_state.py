@@ -197,15 +197,17 @@ def data_identity(sources):
     return identities
 
 
-def record_start(run_dir, options, replicas, allow_changes=False, data=None):
+def record_start(run_dir, options, input_context, allow_changes=False, data=None):
     """Writes `run_dir`'s training.json: how the run was last started, the
-    options, the replica count and `data`, the identity of the data it
+    options, the replica and worker counts (of `input_context`, a
+    `tf.distribute.InputContext`) and `data`, the identity of the data it
     reads (`data_identity`; None keeps the recorded one). Refuses, unless
     `allow_changes`, a resume that changes one of DATA_ORDER_OPTIONS or
     the data; allowed, a data change is a warning. Returns the names of
     what changed."""
     values = {k: v for k, v in dataclasses.asdict(options).items() if k != "model_dir"}
-    values["replicas"] = replicas
+    values["replicas"] = input_context.num_replicas_in_sync
+    values["input_pipelines"] = input_context.num_input_pipelines
     previous = run_dir.load_training_options() or {}
     values["data"] = previous.get("data") if data is None else data
     changed = {

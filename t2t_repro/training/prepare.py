@@ -116,7 +116,7 @@ def prepare_run(
                 model_config,
                 vocab_proto,
                 options,
-                strategy.num_replicas_in_sync,
+                distribution.input_context(strategy),
                 data,
             )
         keras.utils.set_random_seed(options.seed)
@@ -231,7 +231,7 @@ def check_tasks_agree(strategy, model_config, vocab_proto, options, data, step):
         )
 
 
-def write_run_files(run_dir, model_config, vocab_proto, options, replicas, data):
+def write_run_files(run_dir, model_config, vocab_proto, options, input_context, data):
     """Writes the run's files, config.json, spm.model and training.json
     (the only writer of each), or checks them against the ones a resumed
     run has (before any restore, so that a changed config is named, not
@@ -239,7 +239,9 @@ def write_run_files(run_dir, model_config, vocab_proto, options, replicas, data)
     data-order options and data that changed (`record_start`)."""
     run_dir.save_config(model_config)
     run_dir.save_vocabulary(vocab_proto)
-    return record_start(run_dir, options, replicas, options.allow_option_changes, data)
+    return record_start(
+        run_dir, options, input_context, options.allow_option_changes, data
+    )
 
 
 @contextlib.contextmanager

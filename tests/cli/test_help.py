@@ -170,8 +170,9 @@ def test_help_lists_the_flags_it_read_before_grouped_by_topic(tool):
 
 
 def test_the_help_and_the_docs_list_the_data_order_options():
-    *settings, replicas = DATA_ORDER_OPTIONS
-    assert replicas == "replicas"  # training.json's replica count
+    *settings, replicas, pipelines = DATA_ORDER_OPTIONS
+    # training.json's replica and worker counts
+    assert (replicas, pipelines) == ("replicas", "input_pipelines")
     flags = [f"--{name}" for name in settings]
     [allow] = [
         field
@@ -179,10 +180,10 @@ def test_the_help_and_the_docs_list_the_data_order_options():
         if field.name == "allow_option_changes"
     ]
     assert help_of(allow).startswith(
-        f"Resume even if {', '.join(flags)} or the replica count changed "
+        f"Resume even if {', '.join(flags)} or the replica or worker count changed "
     )
     with open(os.path.join(REPO, "docs", "training.md"), encoding="utf-8") as handle:
         page = " ".join(handle.read().split())
     [listed] = re.findall(r"changes the data order \(([^)]*)\)", page)
     assert re.findall(r"`(--\w+)`", listed) == flags
-    assert listed.endswith(" or the replica count")
+    assert listed.endswith(" or the replica or worker count")

@@ -324,12 +324,25 @@ def test_a_moved_file_of_the_same_content_is_the_same_data(tmp_path):
     corpus = _write_pairs(tmp_path)
     run_dir = RunDir(str(tmp_path / "run"))
     options = TrainingOptions(model_dir=run_dir.path)
-    record_start(run_dir, options, 1, data=data_identity({"train": corpus}))
+    record_start(
+        run_dir,
+        options,
+        tf.distribute.InputContext(),
+        data=data_identity({"train": corpus}),
+    )
     moved = Corpus(
         source_path=shutil.move(corpus.source_path, f"{tmp_path}/moved.de"),
         target_path=corpus.target_path,
     )
-    assert record_start(run_dir, options, 1, data=data_identity({"train": moved})) == []
+    assert (
+        record_start(
+            run_dir,
+            options,
+            tf.distribute.InputContext(),
+            data=data_identity({"train": moved}),
+        )
+        == []
+    )
 
 
 def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypatch):
@@ -351,7 +364,7 @@ def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypa
             ]
         }
         if version == "1.0.0":
-            record_start(run_dir, options, 1, data=identity)
+            record_start(run_dir, options, tf.distribute.InputContext(), data=identity)
     with pytest.raises(
         ConfigError,
         match=(
@@ -359,7 +372,7 @@ def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypa
             r"started \(version 1.0.0 -> 1.1.0\): resuming would misalign"
         ),
     ):
-        record_start(run_dir, options, 1, data=identity)
+        record_start(run_dir, options, tf.distribute.InputContext(), data=identity)
 
 
 # Slow: three processes of t2t-train (about a minute on a loaded machine).
@@ -589,3 +602,20 @@ def test_a_full_disk_while_saving_names_the_last_complete_checkpoint(
     assert latest_checkpoint(str(tmp_path)) == f"{tmp_path}/ckpt-10"
     _, _, loaded = load_model(str(tmp_path))
     assert loaded == f"{tmp_path}/ckpt-10"
+
+
+def test_a_resume_on_other_workers_with_the_same_replicas_is_refused(tmp_path):
+    """Each worker reads its shard of the data: 2 workers of 1 replica see
+    other batches than 1 worker of 2 replicas."""
+    run_dir = RunDir(str(tmp_path))
+    options = TrainingOptions(model_dir=run_dir.path)
+    one_worker = tf.distribute.InputContext(1, 0, num_replicas_in_sync=2)
+    two_workers = tf.distribute.InputContext(2, 0, num_replicas_in_sync=2)
+    record_start(run_dir, options, one_worker)
+    with pytest.raises(
+        ConfigError, match=r"changed \(old, new\): \{'input_pipelines': \(1, 2\)\}"
+    ):
+        record_start(run_dir, options, two_workers)
+    assert record_start(run_dir, options, two_workers, allow_changes=True) == [
+        "input_pipelines"
+    ]
