@@ -295,7 +295,11 @@ class Trainer:
                 self._session_start_seconds + time.perf_counter() - self._session_start
             )
 
-    @tf.function
+    # Without AutoGraph, which has nothing to convert here and, tracing at
+    # the first save, would read this file's source again: a checkout
+    # edited or upgraded since the run started gave it another function's
+    # lines, and a false "not finite".
+    @tf.function(autograph=False)
     def _weights_are_finite(self):
         return tf.reduce_all(
             [
