@@ -17,7 +17,8 @@ MODEL_DIR/
                   with averaged.json (averaging.py)
   train/ dev/     TensorBoard events
   eval/ eval_bf16/  t2t-eval's translations, scores and events
-  .worker_K/      a non-chief worker's throw-away checkpoints
+  .worker_K/      a non-chief worker's throw-away checkpoint, while saved
+  .worker_K_dev/  its dev scores (best_checkpoints.py, for early stopping)
   input/worker-K/ a non-chief worker's input-iterator checkpoints
 """
 

@@ -9,7 +9,6 @@ step, the stop vote, the checkpoint manager); what a step computes is
 import contextlib
 import dataclasses
 import os
-import shutil
 import signal
 import time
 from typing import TYPE_CHECKING
@@ -341,8 +340,9 @@ class Trainer:
             ) from None
         if self.is_chief:
             logging.info("saved %s", path)
-        else:
-            shutil.rmtree(self.manager.directory, ignore_errors=True)
+        elif tf.io.gfile.exists(self.manager.directory):
+            # tf.io.gfile, not shutil: on gs:// too.
+            tf.io.gfile.rmtree(self.manager.directory)
 
     def _log_interval(self, interval):
         learning_rate = float(self.schedule(self.optimizer.iterations - 1))

@@ -181,8 +181,10 @@ def _assert_same_weights(got, want):
 def test_two_workers_resume_from_the_chiefs_checkpoint(tmp_path):
     straight = _two_workers(tmp_path / "straight", 6)
     _two_workers(tmp_path / "resumed", 4)
-    # Worker 1 keeps its input state beside the chief's checkpoints.
+    # Worker 1 keeps its input state beside the chief's checkpoints, and
+    # deletes the copy of the checkpoint it had to save.
     assert (tmp_path / "resumed" / "input" / "worker-1" / "ckpt-4.index").exists()
+    assert not (tmp_path / "resumed" / ".worker_1").exists()
     resumed = _two_workers(tmp_path / "resumed", 6)
     for worker in (0, 1):
         assert int(resumed[worker]["step"]) == 6
