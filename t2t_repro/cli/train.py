@@ -168,18 +168,21 @@ def train_from_flags(startup_log):
                 target_lang=dev_corpus.target_lang,
             )
         )
-        trainer = prepare_run(
-            model_config,
-            options,
-            strategy,
-            proto,
-            train_pairs,
-            evaluator,
-            data_sources={"train": train_corpus, "dev": dev_corpus},
-            lock=lock,
-        )
-        if init_checkpoint:
-            fine_tuning.initialize(trainer, init_checkpoint, FLAGS.init_optimizer_slots)
+        with distribution.lost_peers_named(strategy):
+            trainer = prepare_run(
+                model_config,
+                options,
+                strategy,
+                proto,
+                train_pairs,
+                evaluator,
+                data_sources={"train": train_corpus, "dev": dev_corpus},
+                lock=lock,
+            )
+            if init_checkpoint:
+                fine_tuning.initialize(
+                    trainer, init_checkpoint, FLAGS.init_optimizer_slots
+                )
         startup_log.release()
         trainer.train()
     if trainer.interrupted_by is not None:

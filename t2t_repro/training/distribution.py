@@ -1,5 +1,6 @@
 """Choosing the tf.distribute strategy for this process."""
 
+import contextlib
 import hashlib
 import json
 import os
@@ -8,10 +9,19 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_repro.config import ConfigError
+from t2t_repro.training import TrainingError
 
 # The task types that hold replicas under MultiWorkerMirroredStrategy; a
 # chief is a worker that also writes checkpoints and summaries.
 REPLICA_TASK_TYPES = ("chief", "worker")
+# What a collective operation raises when a peer task stopped, died or
+# cannot be reached (or, with --collective_timeout, is stuck).
+LOST_PEER_ERRORS = (
+    tf.errors.DeadlineExceededError,
+    tf.errors.UnavailableError,
+    tf.errors.CancelledError,
+    tf.errors.AbortedError,
+)
 # A task that a cluster may have beside them (TFJob, Vertex AI), which
 # the strategy leaves out; training evaluates on dev itself.
 EVALUATOR_TASK_TYPE = "evaluator"
@@ -190,3 +200,22 @@ def differing_facts(strategy, facts):
     table = strategy.experimental_local_results(strategy.run(tf.function(gather)))
     table = np.asarray(table[0])
     return [name for i, name in enumerate(names) if (table[:, i] != table[0, i]).any()]
+
+
+@contextlib.contextmanager
+def lost_peers_named(strategy):
+    """Turns, on a multi-worker `strategy`, a collective operation that
+    failed while the run is prepared into one TrainingError: another task
+    stopped at start-up (its log, the chief's for a refused flag or file,
+    says why) or cannot be reached."""
+    try:
+        yield
+    except LOST_PEER_ERRORS as error:
+        if input_context(strategy).num_input_pipelines <= 1:
+            raise
+        raise TrainingError(
+            f"preparing the run: a collective operation with the other tasks "
+            f"failed ({type(error).__name__}); another task stopped (its log "
+            "says why: the chief's, for a refused flag or file) or cannot be "
+            "reached"
+        ) from None

@@ -34,15 +34,6 @@ from t2t_repro.training.step import TrainStep
 if TYPE_CHECKING:  # (the evaluator imports the scorers and plots)
     from t2t_repro.training.evaluator import DevEvaluator
 
-# What a collective raises when a peer stops answering: its timeout
-# (--collective_timeout), or the strategy's own check of its peers.
-_LOST_WORKER_ERRORS = (
-    tf.errors.DeadlineExceededError,
-    tf.errors.UnavailableError,
-    tf.errors.CancelledError,
-    tf.errors.AbortedError,
-)
-
 
 @dataclasses.dataclass(eq=False)
 class Trainer:
@@ -165,7 +156,7 @@ class Trainer:
         with self.lock:
             try:
                 return self._train()
-            except _LOST_WORKER_ERRORS as error:
+            except distribution.LOST_PEER_ERRORS as error:
                 if self.workers == 1:
                     raise
                 latest = tf.train.latest_checkpoint(self.options.model_dir)

@@ -120,3 +120,29 @@ def test_a_stalled_worker_ends_the_chief_with_one_line(tmp_path):
     latest = tf.train.latest_checkpoint(str(tmp_path))
     assert latest and f"the latest checkpoint is {latest}" in errors[0]
     load_model(str(tmp_path), latest)
+
+
+@pytest.mark.slow
+def test_a_chief_that_refuses_the_run_ends_the_worker_with_one_line(tmp_path):
+    """Only the chief checks the run's files: when it stops at start-up,
+    the worker, already in the strategy's collectives, says so in one
+    line, not with TensorFlow's traceback."""
+    first, other = _finish(_start(tmp_path, 2))
+    assert first[0] == other[0] == 0, first[1][-3000:]
+    config = tmp_path / "config.json"
+    config.write_text(config.read_text().replace('"d_ff": ', '"d_ff": 1'))
+    (chief_status, chief_stderr), (worker_status, worker_stderr) = _finish(
+        _start(tmp_path, 4)
+    )
+    assert chief_status == 2 and "a different model config" in chief_stderr
+    assert worker_status == 2 and "Traceback" not in worker_stderr, worker_stderr[
+        -3000:
+    ]
+    errors = [
+        line for line in worker_stderr.splitlines() if "t2t-train: error:" in line
+    ]
+    assert len(errors) == 1, worker_stderr[-3000:]
+    assert errors[0].startswith(
+        "t2t-train: error: preparing the run: a collective operation with the "
+        "other tasks failed"
+    )
