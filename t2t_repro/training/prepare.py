@@ -222,12 +222,18 @@ def check_tasks_agree(strategy, model_config, vocab_proto, options, data, step):
     }
     differing = distribution.differing_facts(strategy, own)
     if differing:
+        # --mixed_precision=auto measures each task's CPU or GPU.
+        precision = (
+            ", and give --mixed_precision (auto chose differently)"
+            if "the precision" in differing
+            else ""
+        )
         raise ConfigError(
             f"the tasks of this run differ in {', '.join(differing)} (this "
             f"task, {distribution.task_name(strategy)}, has step {step}, "
             f"precision {options.mixed_precision}): start every task with the "
             "same flags, data files and devices, and one --model_dir they "
-            "all share"
+            f"all share{precision}"
         )
 
 
