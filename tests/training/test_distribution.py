@@ -138,3 +138,33 @@ def test_t2t_train_as_the_evaluator_task_says_so_and_exits(tmp_path):
         result.stderr
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_tasks_that_chose_other_precisions_are_told_to_give_it(monkeypatch):
+    import tensorflow as tf
+
+    from t2t_repro.config import TrainingOptions, TransformerConfig
+    from t2t_repro.training import distribution, prepare
+
+    seen = {}
+
+    def differing(strategy, facts):
+        seen.update(facts)
+        return ["the precision"]
+
+    monkeypatch.setattr(distribution, "differing_facts", differing)
+    with pytest.raises(ConfigError) as error:
+        prepare.check_tasks_agree(
+            tf.distribute.MirroredStrategy(["/cpu:0"]),
+            TransformerConfig(),
+            b"vocabulary",
+            TrainingOptions(model_dir="run", mixed_precision="bf16"),
+            {"train": [{"path": "/a/train.en", "size": 3, "sha256": "ab"}]},
+            7,
+        )
+    assert str(error.value).startswith("the tasks of this run differ in the precision")
+    assert "has step 7, precision bf16" in str(error.value)
+    assert str(error.value).endswith("give --mixed_precision (auto chose differently)")
+    # Paths may differ between machines; what the files hold may not.
+    assert seen["the data files"] == {"train": [{"size": 3, "sha256": "ab"}]}
+    assert "model_dir" not in seen["the training flags"]
