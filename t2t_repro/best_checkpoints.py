@@ -34,12 +34,15 @@ class BestCheckpoints:
         keep: how many to keep (0 keeps none, but the history is recorded).
         checkpoint: a `tf.train.Checkpoint` of the model's variables, or
             None to only read the record.
+        read_only: write and delete nothing, keeping the record in memory
+            from the one read (another task's, the chief's).
     """
 
-    def __init__(self, model_dir, keep=0, checkpoint=None):
+    def __init__(self, model_dir, keep=0, checkpoint=None, read_only=False):
         self.directory = os.path.join(model_dir, BEST_DIRNAME)
-        self.keep = keep
+        self.keep = 0 if read_only else keep
         self.checkpoint = checkpoint
+        self.read_only = read_only
         self._path = os.path.join(self.directory, SCORES_FILENAME)
         self.state = {"evaluations": [], "best": [], "stopped_early_at": None}
         if tf.io.gfile.exists(self._path):
@@ -90,9 +93,12 @@ class BestCheckpoints:
         return self.state["stopped_early_at"]
 
     def _save_state(self):
-        write_atomically(self._path, json.dumps(self.state, indent=2))
+        if not self.read_only:
+            write_atomically(self._path, json.dumps(self.state, indent=2))
 
     def _delete(self, prefix):
+        if self.read_only:
+            return
         for path in _checkpoint_files(prefix):
             tf.io.gfile.remove(path)
 

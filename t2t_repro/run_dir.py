@@ -18,7 +18,6 @@ MODEL_DIR/
   train/ dev/     TensorBoard events
   eval/ eval_bf16/  t2t-eval's translations, scores and events
   .worker_K/      a non-chief worker's throw-away checkpoint, while saved
-  .worker_K_dev/  its dev scores (best_checkpoints.py, for early stopping)
   input/worker-K/ a non-chief worker's input-iterator checkpoints
 """
 

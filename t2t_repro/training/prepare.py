@@ -166,13 +166,16 @@ def prepare_run(
             ),
             options.keep_checkpoints,
         )
-        # Every worker keeps the dev history (early stopping must agree);
-        # only the chief keeps checkpoints. Read before the restore, so that
-        # a damaged record is named before anything else can fail.
+        # Every task starts from the chief's dev history and records its
+        # own evaluations of the same weights, so that early stopping
+        # stops all at one step; only the chief writes it and keeps
+        # checkpoints. Read before the restore, so that a damaged record
+        # is named before anything else can fail.
         best = BestCheckpoints(
-            run_dir.path if is_chief else manager.directory + "_dev",
-            options.keep_best if is_chief else 0,
+            run_dir.path,
+            options.keep_best,
             model_checkpoint(model),
+            read_only=not is_chief,
         )
         step = 0
         if restored:

@@ -619,3 +619,25 @@ def test_a_resume_on_other_workers_with_the_same_replicas_is_refused(tmp_path):
     assert record_start(run_dir, options, two_workers, allow_changes=True) == [
         "input_pipelines"
     ]
+
+
+def test_a_worker_starts_from_the_chiefs_dev_history_and_writes_nothing(run):
+    """Early stopping must stop every task at one step: each starts from
+    the chief's record and adds its own evaluations in memory only."""
+    (run / "best").mkdir(exist_ok=True)
+    (run / "best/scores.json").write_text(
+        _scores([{"step": 200, "bleu": 1.0, "path": "ckpt-200"}])
+    )
+    (run / "best/ckpt-200.index").write_bytes(b"kept")
+    chief = BestCheckpoints(str(run), keep=2, checkpoint=None)
+    before = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
+    worker = BestCheckpoints(str(run), keep=2, read_only=True)
+    assert worker.evaluations == chief.evaluations and worker.evaluations
+    last = chief.evaluations[-1]["step"]
+    worker.forget_after(last - 1)  # a resume from an earlier checkpoint
+    worker.record(last, 12.5, 1.0)
+    worker.stop_early(last)
+    assert worker.evaluations[-1] == {"step": last, "bleu": 12.5, "minutes": 1.0}
+    assert worker.stopped_early_at == last and worker.keep == 0
+    after = {path: path.read_bytes() for path in run.rglob("*") if path.is_file()}
+    assert after == before
