@@ -14,6 +14,7 @@ from absl import logging
 
 from t2t_repro.checkpoints import latest_checkpoint, model_checkpoint
 from t2t_repro.config import ConfigError
+from t2t_repro.files import sha256_of
 from t2t_repro.run_dir import BEST_DIRNAME, RunDir
 
 
@@ -31,6 +32,12 @@ def source_of(init_from):
             f"{init_from}: no checkpoint found (give a run directory or RUN/ckpt-STEP)"
         )
     return RunDir(init_from), checkpoint
+
+
+def checkpoint_identity(checkpoint):
+    """What tells `checkpoint` apart from another at any path: the SHA-256
+    of its .index, which holds every tensor's checksum."""
+    return sha256_of(checkpoint + ".index")
 
 
 def check_has_optimizer_slots(init_from, checkpoint):

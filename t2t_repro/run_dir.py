@@ -216,8 +216,8 @@ class RunDir:
         self, train_vocabulary, is_chief, chief_start_seconds=600, poll_seconds=1
     ):
         """The run's SentencePiece proto: spm.model's. A new run has none:
-        the chief returns `train_vocabulary()`'s, for `write_run_files` to
-        write with the run's other files, and another worker waits for the
+        the chief returns `train_vocabulary()`'s, for `prepare_run` to
+        write before the run's other files, and another worker waits for the
         chief to write it: for as long as the chief holds its train.lock,
         and up to `chief_start_seconds` for a chief that has not taken it
         yet (or ever, on a remote model_dir, which is not locked).

@@ -30,7 +30,8 @@ _UNWRITTEN_LOCK_SECONDS = 10
 LOCK_REFRESH_SECONDS = 10
 LOCK_FRESH_SECONDS = 60
 # This process's, in its lock: a container restarted on the same host
-# often gets the pid its killed predecessor had (1, as the entrypoint).
+# often gets the pid its killed predecessor had (1, as the entrypoint), and
+# containers that share a host name have each their pid 1.
 _PROCESS_TOKEN = uuid.uuid4().hex
 
 
@@ -141,7 +142,9 @@ class LockWatcher:
             return False
         if _is_stale(self.path, holder, self._host):
             return False
-        if not holder or holder.get("host") == self._host:
+        if not holder or (
+            holder.get("host") == self._host and holder.get("pid") != os.getpid()
+        ):
             return True  # being written, or a live process here
         now = time.monotonic()
         if mtime != self._mtime:
@@ -161,15 +164,15 @@ def _is_stale(path, holder, host):
     """Whether the lock's process is known to be gone (or the lock was
     released meanwhile)."""
     if not holder:
-        try:
-            return time.time() - os.path.getmtime(path) > _UNWRITTEN_LOCK_SECONDS
-        except FileNotFoundError:
-            return True
+        return _untouched_for(path, _UNWRITTEN_LOCK_SECONDS)
     if holder.get("host") != host or not isinstance(holder.get("pid"), int):
         return False
     if holder["pid"] == os.getpid():
-        # This process's pid; held by this process only with its token.
-        return holder.get("token") != _PROCESS_TOKEN
+        # This process's pid in another process (another container): its
+        # process cannot be checked, so it is judged by its freshness.
+        return holder.get("token") != _PROCESS_TOKEN and _untouched_for(
+            path, LOCK_FRESH_SECONDS
+        )
     try:
         os.kill(holder["pid"], 0)
     except ProcessLookupError:
@@ -177,3 +180,11 @@ def _is_stale(path, holder, host):
     except PermissionError:
         pass  # alive, another user's
     return False
+
+
+def _untouched_for(path, seconds):
+    """Whether the file at `path` is gone or unchanged for `seconds`."""
+    try:
+        return time.time() - os.path.getmtime(path) > seconds
+    except FileNotFoundError:
+        return True

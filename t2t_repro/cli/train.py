@@ -178,6 +178,11 @@ def train_from_flags(startup_log):
                 evaluator,
                 data_sources={"train": train_corpus, "dev": dev_corpus},
                 lock=lock,
+                task_facts={
+                    "--init_from": init_checkpoint
+                    and fine_tuning.checkpoint_identity(init_checkpoint),
+                    "--init_optimizer_slots": FLAGS.init_optimizer_slots,
+                },
             )
             if init_checkpoint:
                 fine_tuning.initialize(

@@ -179,27 +179,27 @@ def task_name(strategy):
     return f"{resolver.task_type} {resolver.task_id}"
 
 
-def _fingerprint(value):
+def fingerprint(value):
+    """A 63-bit integer that tells JSON-able values apart."""
     text = json.dumps(value, sort_keys=True, default=str)
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
-def differing_facts(strategy, facts):
-    """The names of `facts` ({name: JSON-able value}) whose value differs
-    between the tasks of `strategy` (a fingerprint of each gathered from
-    every replica); [] on one machine. Every task must call it: it is a
-    collective operation."""
-    if input_context(strategy).num_input_pipelines <= 1:
-        return []
-    names = sorted(facts)
-    local = tf.constant([[_fingerprint(facts[name]) for name in names]], tf.int64)
+def gathered_from_tasks(strategy, numbers):
+    """{name: [its value on each replica of every task, the chief's
+    first]} of `numbers` ({name: int64-able}), gathered by a collective
+    operation that every task must reach. Call it before any variable
+    exists, so that tasks that would build other variables (another model,
+    precision or optimizer) still meet here."""
+    names = sorted(numbers)
+    local = tf.constant([[numbers[name] for name in names]], tf.int64)
 
     def gather():
         return tf.distribute.get_replica_context().all_gather(local, axis=0)
 
     table = strategy.experimental_local_results(strategy.run(tf.function(gather)))
     table = np.asarray(table[0])
-    return [name for i, name in enumerate(names) if (table[:, i] != table[0, i]).any()]
+    return {name: table[:, i].tolist() for i, name in enumerate(names)}
 
 
 @contextlib.contextmanager
@@ -214,8 +214,7 @@ def lost_peers_named(strategy):
         if input_context(strategy).num_input_pipelines <= 1:
             raise
         raise TrainingError(
-            f"preparing the run: a collective operation with the other tasks "
-            f"failed ({type(error).__name__}); another task stopped (its log "
-            "says why: the chief's, for a refused flag or file) or cannot be "
-            "reached"
+            f"preparing the run: an operation failed ({type(error).__name__}), "
+            "most likely because another task stopped (its log says why) or "
+            "cannot be reached"
         ) from None

@@ -15,10 +15,11 @@ from absl import logging
 from t2t_repro.best_checkpoints import BestCheckpoints
 from t2t_repro.checkpoints import (
     checkpoint_manager,
+    checkpoint_step,
     checkpoint_to_resume,
     model_checkpoint,
 )
-from t2t_repro.config import ConfigError
+from t2t_repro.config import PRECISIONS, ConfigError, flag_name
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.model import Transformer
 from t2t_repro.run_dir import (
@@ -76,13 +77,15 @@ def prepare_run(
     evaluator=None,
     data_sources=None,
     lock=None,
+    task_facts=None,
 ):
     """A `Trainer` of `model_config` on `options.model_dir`, resumed from
     its newest intact checkpoint if it has one (a corrupt newer one is set
     aside).
 
-    On the chief, writes the run's files (`write_run_files`) under the
-    run's lock, which the trainer lets go of when its training ends (or
+    On the chief, writes the run's files (spm.model, then, once every
+    task of a multi-worker run agrees, `write_run_files`) under the run's
+    lock, which the trainer lets go of when its training ends (or
     this function, if it fails).
 
     Args:
@@ -96,25 +99,47 @@ def prepare_run(
             `allow_option_changes`.
         lock: the run's `hold_run_lock`, if the caller took it already;
             else this function takes it.
+        task_facts: {name: JSON-able value} that every task of a
+            multi-worker run must share beyond the model, options and
+            data (e.g. the checkpoint --init_from starts from).
     """
     run_dir = RunDir(options.model_dir)
     is_chief = distribution.is_chief(strategy)
     held = lock if lock is not None else hold_run_lock(run_dir.path, strategy)
     with held:
         # "auto" becomes the precision this run trains in (and records).
+        requested_precision = options.mixed_precision
         options = dataclasses.replace(
             options,
             mixed_precision=resolve_precision(
                 options.mixed_precision, options.model_dir
             ),
         )
+        if is_chief:
+            # The other workers of a new run wait for it before they reach
+            # the comparison below.
+            run_dir.save_vocabulary(vocab_proto)
+        # Every worker resumes from the chief's checkpoint (the shared
+        # model_dir), or workers would resume at different steps with
+        # different weights; the chief sets the corrupt ones aside before
+        # its manager reads the checkpoint list.
+        restored = checkpoint_to_resume(run_dir.path, is_chief=is_chief)
         data = data_identity(data_sources)
+        options = agreed_with_the_other_tasks(
+            strategy,
+            model_config,
+            vocab_proto,
+            options,
+            requested_precision,
+            data,
+            checkpoint_step(restored) if restored else 0,
+            task_facts,
+        )
         data_order_changed = []
         if is_chief:
             data_order_changed = write_run_files(
                 run_dir,
                 model_config,
-                vocab_proto,
                 options,
                 distribution.input_context(strategy),
                 data,
@@ -152,11 +177,6 @@ def prepare_run(
                     or (options.allow_option_changes and not is_chief)
                 ),
             )
-        # Every worker resumes from the chief's checkpoint (the shared
-        # model_dir), or workers would resume at different steps with
-        # different weights; the chief sets the corrupt ones aside before
-        # its manager reads the checkpoint list.
-        restored = checkpoint_to_resume(run_dir.path, is_chief=is_chief)
         manager = checkpoint_manager(
             checkpoint,
             run_dir.path
@@ -184,7 +204,6 @@ def prepare_run(
             logging.info("resumed from %s at step %d", restored, step)
             if input_state is not None:
                 input_state.restore(restored, step)
-        check_tasks_agree(strategy, model_config, vocab_proto, options, data, step)
         best.forget_after(step)
         return Trainer(
             model=model,
@@ -200,54 +219,78 @@ def prepare_run(
         )
 
 
-def check_tasks_agree(strategy, model_config, vocab_proto, options, data, step):
-    """ConfigError on every task of a multi-worker run whose tasks differ
-    in what they must share: the chief alone checks the run's files, and
-    the strategy copies only initial weights, so tasks with other flags,
-    data or a restored step (a --model_dir not shared) would train apart
-    or hang at the end."""
-    own = {
-        "the restored step": step,
-        "the precision": options.mixed_precision,
-        "the model flags": dataclasses.asdict(model_config),
+# The precision a task resolved --mixed_precision to, as an index in
+# PRECISIONS: gathered, not compared.
+_CHOSEN = "the precision chosen"
+
+
+def agreed_with_the_other_tasks(
+    strategy, model_config, vocab_proto, options, requested, data, step, task_facts
+):
+    """`options`, with the chief's precision where --mixed_precision=auto
+    (`requested`) chose on each task; on a multi-worker run, a ConfigError
+    on every task if the tasks differ in what they must share. The chief
+    alone checks the run's files, and the strategy copies only initial
+    weights, so tasks with other flags, data, a fine-tuning start or a
+    restored step (a --model_dir not shared) would train apart, or fail
+    as they build the model."""
+    if distribution.input_context(strategy).num_input_pipelines <= 1:
+        return options
+    facts = {
         "the vocabulary": hashlib.sha256(vocab_proto).hexdigest(),
-        "the training flags": {
-            name: value
-            for name, value in dataclasses.asdict(options).items()
-            if name not in ("model_dir", "mixed_precision")
-        },
         # Identities without the paths, which may differ between machines.
         "the data files": {
             split: [{k: v for k, v in f.items() if k != "path"} for f in files]
             for split, files in (data or {}).items()
         },
-        "the replicas per task": len(strategy.extended.worker_devices),
+        **{
+            f"--{flag_name(field)}": getattr(model_config, field.name)
+            for field in dataclasses.fields(model_config)
+        },
+        **{
+            f"--{flag_name(field)}": getattr(options, field.name)
+            for field in dataclasses.fields(options)
+            if field.name not in ("model_dir", "mixed_precision")
+        },
+        "--mixed_precision": requested,
+        **(task_facts or {}),
     }
-    differing = distribution.differing_facts(strategy, own)
+    numbers = {name: distribution.fingerprint(value) for name, value in facts.items()}
+    numbers["the restored step"] = step
+    numbers[_CHOSEN] = PRECISIONS.index(options.mixed_precision)
+    columns = distribution.gathered_from_tasks(strategy, numbers)
+    differing = [
+        name
+        for name, column in columns.items()
+        if name != _CHOSEN and len(set(column)) > 1
+    ]
     if differing:
-        # --mixed_precision=auto measures each task's CPU or GPU.
-        precision = (
-            ", and give --mixed_precision (auto chose differently)"
-            if "the precision" in differing
-            else ""
-        )
+        shown = [
+            f"{name}={facts[name]}"
+            for name in differing
+            if isinstance(facts.get(name), (int, float, str, bool))
+        ]
+        if "the restored step" in differing:
+            steps = ", ".join(map(str, columns["the restored step"]))
+            shown.append(f"restored steps {steps}, the chief's first")
         raise ConfigError(
-            f"the tasks of this run differ in {', '.join(differing)} (this "
-            f"task, {distribution.task_name(strategy)}, has step {step}, "
-            f"precision {options.mixed_precision}): start every task with the "
-            "same flags, data files and devices, and one --model_dir they "
-            f"all share{precision}"
+            f"the tasks of this run differ in {', '.join(differing)} (this task "
+            f"is {'; '.join([distribution.task_name(strategy), *shown])}): "
+            "start every task with the same flags, data files and devices, "
+            "and one --model_dir they all share"
         )
+    # --mixed_precision=auto measured each task's device: the chief's choice
+    # stands for all.
+    return dataclasses.replace(options, mixed_precision=PRECISIONS[columns[_CHOSEN][0]])
 
 
-def write_run_files(run_dir, model_config, vocab_proto, options, input_context, data):
-    """Writes the run's files, config.json, spm.model and training.json
-    (the only writer of each), or checks them against the ones a resumed
-    run has (before any restore, so that a changed config is named, not
-    reported as a variable shape mismatch). Returns the names of the
-    data-order options and data that changed (`record_start`)."""
+def write_run_files(run_dir, model_config, options, input_context, data):
+    """Writes the run's config.json and training.json (the only writer of
+    each), or checks them against the ones a resumed run has (before any
+    restore, so that a changed config is named, not reported as a variable
+    shape mismatch). Returns the names of the data-order options and data
+    that changed (`record_start`)."""
     run_dir.save_config(model_config)
-    run_dir.save_vocabulary(vocab_proto)
     return record_start(
         run_dir, options, input_context, options.allow_option_changes, data
     )

@@ -331,9 +331,15 @@ class Trainer:
             ) from None
         if self.is_chief:
             logging.info("saved %s", path)
-        elif tf.io.gfile.exists(self.manager.directory):
-            # tf.io.gfile, not shutil: on gs:// too.
-            tf.io.gfile.rmtree(self.manager.directory)
+        else:
+            # tf.io.gfile, not shutil: on gs:// too. A copy left behind
+            # costs disk space only, not the run.
+            try:
+                tf.io.gfile.rmtree(self.manager.directory)
+            except tf.errors.OpError as error:
+                logging.warning(
+                    "%s: not deleted (%s)", self.manager.directory, error.message
+                )
 
     def _log_interval(self, interval):
         learning_rate = float(self.schedule(self.optimizer.iterations - 1))

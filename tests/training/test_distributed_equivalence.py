@@ -206,12 +206,13 @@ def test_tasks_that_differ_are_refused_by_every_task(tmp_path):
         # own, with another --train_steps.
         [(tmp_path / "chiefs", 4), (tmp_path / "own", 6)],
     )
-    for (_, process), task, step in zip(started, ("worker 0", "worker 1"), (2, 0)):
+    for (_, process), task, steps in zip(started, ("worker 0", "worker 1"), (4, 6)):
         _, stderr = process.communicate(timeout=300)
         assert process.returncode != 0
         assert (
-            "the tasks of this run differ in the restored step, the training "
-            f"flags (this task, {task}, has step {step}," in stderr
+            "the tasks of this run differ in --train_steps, the restored step "
+            f"(this task is {task}; --train_steps={steps}; restored steps 2, 0, "
+            "the chief's first)" in stderr
         ), stderr[-3000:]
 
 

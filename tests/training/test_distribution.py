@@ -5,7 +5,7 @@ import json
 import pytest
 
 from helpers.train_command import run_train
-from t2t_repro.config import ConfigError
+from t2t_repro.config import PRECISIONS, ConfigError
 from t2t_repro.training.distribution import is_evaluator, training_tasks
 
 
@@ -140,31 +140,70 @@ def test_t2t_train_as_the_evaluator_task_says_so_and_exits(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_tasks_that_chose_other_precisions_are_told_to_give_it(monkeypatch):
+def _agree_with_a_second_task(monkeypatch, second, **settings):
+    """`agreed_with_the_other_tasks` in a two-task run whose other task
+    (the chief, gathered first) differs from this one by `second`
+    ({fact name: its number}); the facts' numbers of this task too."""
     import tensorflow as tf
 
     from t2t_repro.config import TrainingOptions, TransformerConfig
     from t2t_repro.training import distribution, prepare
 
-    seen = {}
+    numbers = {}
 
-    def differing(strategy, facts):
-        seen.update(facts)
-        return ["the precision"]
+    def gathered(strategy, own):
+        numbers.update(own)
+        return {
+            name: [second.get(name, value), value]
+            for name, value in sorted(own.items())
+        }
 
-    monkeypatch.setattr(distribution, "differing_facts", differing)
+    monkeypatch.setattr(
+        distribution, "input_context", lambda strategy: tf.distribute.InputContext(2)
+    )
+    monkeypatch.setattr(distribution, "task_name", lambda strategy: "worker 0")
+    monkeypatch.setattr(distribution, "gathered_from_tasks", gathered)
+    arguments = {
+        "strategy": None,
+        "model_config": TransformerConfig(),
+        "vocab_proto": b"vocabulary",
+        "options": TrainingOptions(model_dir="run", mixed_precision="fp32"),
+        "requested": "auto",
+        "data": {"train": [{"path": "/a/train.en", "size": 3, "sha256": "ab"}]},
+        "step": 7,
+        "task_facts": None,
+        **settings,
+    }
+    return prepare.agreed_with_the_other_tasks(**arguments), numbers
+
+
+def test_auto_precision_takes_the_chiefs_choice_on_every_task(monkeypatch):
+    chief_chose_bf16 = {"the precision chosen": PRECISIONS.index("bf16")}
+    options, _ = _agree_with_a_second_task(monkeypatch, chief_chose_bf16)
+    assert options.mixed_precision == "bf16"
+
+
+def test_tasks_that_differ_are_named_with_this_tasks_values(monkeypatch):
+    _, numbers = _agree_with_a_second_task(monkeypatch, {})
+    other = {
+        "--train_steps": numbers["--train_steps"] + 1,
+        "the restored step": 9,
+        "the data files": numbers["the data files"] + 1,
+    }
     with pytest.raises(ConfigError) as error:
-        prepare.check_tasks_agree(
-            tf.distribute.MirroredStrategy(["/cpu:0"]),
-            TransformerConfig(),
-            b"vocabulary",
-            TrainingOptions(model_dir="run", mixed_precision="bf16"),
-            {"train": [{"path": "/a/train.en", "size": 3, "sha256": "ab"}]},
-            7,
-        )
-    assert str(error.value).startswith("the tasks of this run differ in the precision")
-    assert "has step 7, precision bf16" in str(error.value)
-    assert str(error.value).endswith("give --mixed_precision (auto chose differently)")
-    # Paths may differ between machines; what the files hold may not.
-    assert seen["the data files"] == {"train": [{"size": 3, "sha256": "ab"}]}
-    assert "model_dir" not in seen["the training flags"]
+        _agree_with_a_second_task(monkeypatch, other)
+    assert str(error.value).startswith(
+        "the tasks of this run differ in --train_steps, the data files, the "
+        "restored step (this task is worker 0; --train_steps=100000; restored "
+        "steps 9, 7, the chief's first): start every task with the same flags"
+    )
+
+
+def test_data_at_other_paths_is_the_same_data(monkeypatch):
+    moved = {"train": [{"path": "/b/train.en", "size": 3, "sha256": "ab"}]}
+    changed = {"train": [{"path": "/a/train.en", "size": 3, "sha256": "cd"}]}
+    _, here = _agree_with_a_second_task(monkeypatch, {})
+    _, there = _agree_with_a_second_task(monkeypatch, {}, data=moved)
+    _, other = _agree_with_a_second_task(monkeypatch, {}, data=changed)
+    assert here["the data files"] == there["the data files"] != other["the data files"]
+    assert "--model_dir" not in here

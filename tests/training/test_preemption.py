@@ -19,8 +19,9 @@ from t2t_repro.checkpoints import load_model
 STEPS = 30
 
 
-def _start(model_dir, steps, *extra):
-    """Chief and worker processes of one run, stderr piped."""
+def _start(model_dir, steps, *extra, worker_extra=()):
+    """Chief and worker processes of one run (the worker with
+    `worker_extra` flags too), stderr piped."""
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     cluster = {"chief": addresses[:1], "worker": addresses[1:]}
     flags = [
@@ -36,6 +37,7 @@ def _start(model_dir, steps, *extra):
     return [
         start_train(
             *flags,
+            *(worker_extra if kind == "worker" else ()),
             env={
                 "TF_CONFIG": json.dumps(
                     {"cluster": cluster, "task": {"type": kind, "index": 0}}
@@ -143,6 +145,24 @@ def test_a_chief_that_refuses_the_run_ends_the_worker_with_one_line(tmp_path):
     ]
     assert len(errors) == 1, worker_stderr[-3000:]
     assert errors[0].startswith(
-        "t2t-train: error: preparing the run: a collective operation with the "
-        "other tasks failed"
+        "t2t-train: error: preparing the run: an operation failed ("
     )
+    assert "most likely because another task stopped" in errors[0]
+
+
+@pytest.mark.slow
+def test_tasks_with_other_model_flags_stop_before_building_the_model(tmp_path):
+    """Tasks that would build other variables stop, each naming the flag,
+    before the strategy pairs their variables (a traceback or a hang)."""
+    results = _finish(_start(tmp_path, 2, "--d_ff=64", worker_extra=["--d_ff=32"]))
+    for (status, stderr), (task, d_ff) in zip(
+        results, [("chief 0", 64), ("worker 0", 32)]
+    ):
+        errors = [line for line in stderr.splitlines() if "t2t-train: error:" in line]
+        assert status == 2 and len(errors) == 1, stderr[-3000:]
+        assert errors[0].startswith(
+            "t2t-train: error: the tasks of this run differ in --d_ff (this task "
+            f"is {task}; --d_ff={d_ff}): start every task with the same flags"
+        )
+    # Nothing was written for a run that never started.
+    assert not (tmp_path / "config.json").exists()

@@ -9,6 +9,7 @@ import random
 import shutil
 import signal
 import socket
+import time
 
 import numpy as np
 import pytest
@@ -157,11 +158,16 @@ def test_a_second_trainer_on_one_model_dir_is_refused(tmp_path):
     # Released when training ends.
     assert not (tmp_path / "train.lock").exists()
     # A container restarted on the same host often has its dead
-    # predecessor's pid: that lock is not this process's, and is taken over
-    # (then kept fresh and released), not adopted.
-    (tmp_path / "train.lock").write_text(
+    # predecessor's pid: that lock is not this process's. Judged by its
+    # freshness, it is refused while touched, then taken over (and kept
+    # fresh and released), never adopted.
+    lock = tmp_path / "train.lock"
+    lock.write_text(
         json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "token": "old"})
     )
+    with pytest.raises(ConfigError, match="another trainer"):
+        toy_trainer(tmp_path, 2)
+    os.utime(lock, (time.time() - 120, time.time() - 120))
     trainer = toy_trainer(tmp_path, 2)
     assert json.loads((tmp_path / "train.lock").read_text()) == mine
     assert trainer.train() == 2
