@@ -153,6 +153,7 @@ def test_misaligned_files_are_one_line_naming_the_line(toy_run_dir, tmp_path):
     )
 
 
+@pytest.mark.slow  # two tool processes: keeps the default suite within CI's 20 minutes
 def test_targets_piped_in_score_as_from_a_file(toy_run_dir, scored, tmp_path):
     """`--tgt=-` (t2t-translate's output piped in, say) is read once: its
     alignment is checked as it is scored, not by a first pass that would

@@ -37,6 +37,7 @@ def test_the_toy_run_learns_every_pair_with_a_margin(toy_run_dir):
     assert greedy.translate(list(sources)) == list(targets)
 
 
+@pytest.mark.slow  # 22 s: keeps the default suite within CI's 20 minutes
 def test_the_step_and_the_decoders_trace_a_bounded_number_of_times(tmp_path):
     # 40 steps over length-bucketed batches of several shapes, then
     # translations of 1 to 30-word inputs in batches of 1 to 4 sentences.
