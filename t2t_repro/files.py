@@ -24,14 +24,22 @@ _CHUNK_BYTES = 1 << 20
 
 def write_atomically(path, data):
     """Writes `data` (str or bytes) to `path` through a temporary sibling
-    and a rename, so a kill never leaves half a file under `path`."""
+    and a rename, so a kill never leaves half a file under `path`. The
+    sibling's name is this write's own: two processes writing one path
+    (two t2t-eval runs of one checkpoint) each rename a whole file, and
+    the last wins."""
     tf.io.gfile.makedirs(os.path.dirname(path) or ".")
-    temporary = path + ".tmp"
-    with tf.io.gfile.GFile(
-        temporary, "wb" if isinstance(data, bytes) else "w"
-    ) as handle:
-        handle.write(data)
-    tf.io.gfile.rename(temporary, path, overwrite=True)
+    temporary = f"{path}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        with tf.io.gfile.GFile(
+            temporary, "wb" if isinstance(data, bytes) else "w"
+        ) as handle:
+            handle.write(data)
+        tf.io.gfile.rename(temporary, path, overwrite=True)
+    except BaseException:
+        with contextlib.suppress(tf.errors.OpError):
+            tf.io.gfile.remove(temporary)
+        raise
 
 
 # Inside a partial directory while its writer lives: the writer holds an

@@ -1,5 +1,6 @@
 """The Transformer: encoder and decoder stacks over a shared embedding."""
 
+import contextlib
 import dataclasses
 
 import keras
@@ -302,10 +303,31 @@ class Transformer(keras.Model):
             **{
                 k: v
                 for k, v in super().get_config().items()
-                if k in ("name", "trainable")
+                if k in ("name", "trainable", "dtype")
             },
         }
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        """The model of `get_config`'s `config`, in its dtype policy
+        (a mixed_bfloat16 model reloads as one), whatever the global
+        policy is."""
+        config = dict(config)
+        if "dtype" not in config:  # a config written without it
+            return cls(**config)
+        with global_policy(keras.dtype_policies.deserialize(config.pop("dtype"))):
+            return cls(**config)
+
+
+@contextlib.contextmanager
+def global_policy(policy):
+    """Keras' global dtype policy is `policy` (a name or a DTypePolicy)
+    while the block runs, and the process's again after (models built
+    later, by decoders, tools or tests, are unaffected): a model's
+    sub-layers take the global policy when created, not their parent's."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)

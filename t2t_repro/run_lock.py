@@ -1,8 +1,9 @@
 """MODEL_DIR/train.lock: one trainer per run directory.
 
-The chief holds it (its pid and host) while it prepares and trains the
-run, and touches it every LOCK_REFRESH_SECONDS, so that workers on other
-hosts, which cannot check its process, see it alive (`LockWatcher`).
+The chief holds it (its pid, host and a per-process token) while it
+prepares and trains the run, and touches it every LOCK_REFRESH_SECONDS, so
+that workers on other hosts, which cannot check its process, see it alive
+(`LockWatcher`).
 Directories on remote filesystems (gs://...) are not locked: they have no
 exclusive create.
 """
@@ -39,9 +40,9 @@ _PROCESS_TOKEN = uuid.uuid4().hex
 def training_lock(model_dir):
     """Makes this process `model_dir`'s only trainer while the block runs.
 
-    Writes train.lock (pid, host) exclusively and keeps it fresh. A lock
-    whose process is gone (killed on this host) is taken over; a live one,
-    or one from another host, is a ConfigError naming the holder. In a
+    Writes train.lock (pid, host, token) exclusively and keeps it fresh.
+    A lock whose process is gone (killed on this host) is taken over; a
+    live one, or one from another host, is a ConfigError naming the holder. In a
     process that holds it already (a trainer prepared and not trained
     yet), it takes nothing and releases nothing. A lock never released (a
     trainer built and never trained) goes when the process exits.

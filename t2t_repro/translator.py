@@ -9,7 +9,8 @@ n-best list with scores, so every constructor gives the same translations
 for the same weights. See docs/python_api.md.
 """
 
-import os
+import math
+import numbers
 
 from t2t_repro.config import DecodingOptions
 from t2t_repro.data.vocabulary import make_tokenizer
@@ -21,8 +22,8 @@ from t2t_repro.inference.batching import (
 )
 from t2t_repro.inference.exports import (
     check_export_limits,
-    first_oversized,
     load_export,
+    refuse_oversized,
 )
 from t2t_repro.inference.graph import TranslationGraph
 from t2t_repro.serving import model_and_vocabulary
@@ -40,13 +41,39 @@ def _sentence_list(sentences):
             "sentences: a list of sentences, not one str or bytes; "
             "translate([sentence]) for one"
         )
-    sentences = list(sentences)  # a generator is read once
+    try:
+        sentences = list(sentences)  # a generator is read once
+    except TypeError:
+        raise TypeError(
+            f"sentences is {type(sentences).__name__}, not a list of str or bytes"
+        ) from None
     for index, sentence in enumerate(sentences):
         if not isinstance(sentence, (str, bytes)):
             raise TypeError(
                 f"sentences[{index}] is {type(sentence).__name__}, not str or bytes"
             )
     return sentences
+
+
+def _check_search_arguments(beam_size, alpha, n_best):
+    """TypeError or ValueError naming the first of `translate`'s search
+    arguments that beam search cannot take (inside the graph it would be
+    an InvalidArgumentError or a traceback from a tensor slice)."""
+    for name, value in (("beam_size", beam_size), ("n_best", n_best)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name}={value!r} is not an int")
+        if value < 1:
+            raise ValueError(f"{name}={value} must be >= 1")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+        raise TypeError(f"alpha={alpha!r} is not a number")
+    # Written so that NaN, which compares false with everything, is refused.
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"alpha={alpha} must be finite and >= 0")
+    if n_best > beam_size:
+        raise ValueError(
+            f"n_best={n_best} must be in [1, beam_size={beam_size}]: beam "
+            "search keeps beam_size hypotheses"
+        )
 
 
 class Translator:
@@ -67,15 +94,23 @@ class Translator:
     """
 
     def __init__(self, graph, batch_tokens=_DEFAULTS.batch_tokens):
-        if isinstance(graph, (str, os.PathLike)):
+        if not hasattr(graph, "translate") or not hasattr(graph, "max_batch_sentences"):
             raise TypeError(
                 f"Translator({graph!r}): a translation graph; for a run "
                 "directory use Translator.from_run, for an export "
-                "Translator.from_saved_model"
+                "Translator.from_saved_model, for a Transformer in memory "
+                "Translator.from_model"
             )
         self.graph = graph
         self.batch_tokens = batch_tokens
         self.max_batch_sentences = int(graph.max_batch_sentences.numpy())
+        # An export refuses a request of more bytes; a graph built in this
+        # process has no limit.
+        self.max_request_bytes = (
+            int(graph.max_request_bytes.numpy())
+            if hasattr(graph, "max_request_bytes")
+            else None
+        )
 
     @classmethod
     def from_model(cls, model, vocabulary, precision=None):
@@ -111,14 +146,13 @@ class Translator:
         if not hasattr(self.graph, "max_beam_size"):
             return
         check_export_limits(self.graph, "the SavedModel", alpha, beam_size, prefix="")
-        limit = int(self.graph.max_sentence_bytes.numpy())
-        if (oversized := first_oversized(sentences, limit)) is not None:
-            index, size = oversized
-            raise ValueError(
-                f"sentences[{index}]: {size} bytes, over the SavedModel's "
-                f"max_sentence_bytes={limit}; split it, or export with a "
-                "larger max_sentence_bytes"
-            )
+        refuse_oversized(
+            sentences,
+            int(self.graph.max_sentence_bytes.numpy()),
+            name_of=lambda index: f"sentences[{index}]",
+            export="the SavedModel",
+            prefix="",
+        )
 
     def translate(
         self, sentences, beam_size=_DEFAULTS.beam_size, alpha=_DEFAULTS.alpha, n_best=1
@@ -135,13 +169,8 @@ class Translator:
         how many is logged.
         """
         sentences = _sentence_list(sentences)
+        _check_search_arguments(beam_size, alpha, n_best)
         self._check_export_limits(sentences, beam_size, alpha)
-        if not 1 <= n_best <= beam_size:
-            raise ValueError(
-                f"n_best={n_best} must be in [1, beam_size="
-                f"{beam_size}]: beam search keeps beam_size "
-                "hypotheses"
-            )
         results, truncated = n_best_in_order(
             lambda inputs: signature_n_best(
                 self.graph.translate, inputs, beam_size, alpha, n_best
@@ -150,6 +179,7 @@ class Translator:
             self.batch_tokens,
             self.max_batch_sentences,
             progress=None,
+            max_bytes=self.max_request_bytes,
         )
         warn_truncated(truncated, len(sentences))
         if n_best == 1:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -13,12 +14,43 @@ from helpers.processes import REPO
 from t2t_repro.averaging import average_of_last
 from t2t_repro.checkpoints import latest_checkpoint
 from t2t_repro.config import ConfigError
-from t2t_repro.files import directory_written_whole
+from t2t_repro.files import directory_written_whole, write_atomically
 from t2t_repro.run_dir import AVERAGE_DIRNAME, AVERAGED_FILENAME, EVAL_DIRNAME
 
 
 def _files(directory):
     return sorted(os.listdir(directory))
+
+
+def test_two_writers_of_one_file_each_write_it_whole(tmp_path):
+    path = str(tmp_path / "result.json")
+    payloads = ["a" * 300_000, "b" * 200_000]
+    failures = []
+
+    def write(data):
+        try:
+            for _ in range(100):
+                write_atomically(path, data)
+        except Exception as error:  # noqa: BLE001  reported below
+            failures.append(error)
+
+    writers = [threading.Thread(target=write, args=(data,)) for data in payloads]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert failures == []
+    assert open(path).read() in payloads
+    assert _files(tmp_path) == ["result.json"]
+
+
+def test_a_failed_file_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = str(tmp_path / "result.json")
+    write_atomically(path, "old")
+    with pytest.raises(TypeError):
+        write_atomically(path, 7)
+    assert _files(tmp_path) == ["result.json"]
+    assert open(path).read() == "old"
 
 
 def test_the_first_of_two_writers_wins_and_the_other_leaves_nothing(tmp_path):
@@ -48,7 +80,7 @@ def test_a_failed_write_leaves_nothing(tmp_path):
 def test_sigterm_inside_the_block_leaves_nothing(tmp_path):
     script = (
         "import os, signal, sys\n"
-        "from t2t_repro.files import directory_written_whole\n"
+        "from t2t_repro.files import directory_written_whole, write_atomically\n"
         "with directory_written_whole(sys.argv[1]) as partial:\n"
         "    open(os.path.join(partial, 'half'), 'w').write('x')\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from helpers.processes import HELPERS, REPO, run_python
 from t2t_repro.config import TransformerConfig
-from t2t_repro.model import Transformer
+from t2t_repro.model import Transformer, global_policy
 
 SMALL = TransformerConfig(
     vocab_size=50,
@@ -150,6 +150,19 @@ def test_get_config_round_trip_and_weight_save_load(tmp_path):
     model.save(archive)
     reloaded = keras.saving.load_model(archive)
     np.testing.assert_array_equal(reloaded((source, target)), expected)
+
+
+def test_a_bf16_model_reloads_in_bf16_under_another_global_policy():
+    with global_policy("mixed_bfloat16"):
+        model = Transformer(SMALL)
+    clone = Transformer.from_config(model.get_config())
+    assert keras.mixed_precision.global_policy().name == "float32"
+    assert {layer.dtype_policy.name for layer in clone._flatten_layers()} == {
+        "mixed_bfloat16"
+    }
+    clone.set_weights(model.get_weights())
+    source, target = _batch()
+    np.testing.assert_array_equal(clone((source, target)), model((source, target)))
 
 
 def test_building_creates_the_weights_a_first_call_would(monkeypatch):

@@ -28,6 +28,7 @@ from t2t_repro.config import ConfigError, DecodingOptions, TrainingOptions
 from t2t_repro.ct2 import CTranslate2Translator
 from t2t_repro.data.pipeline import training_batches
 from t2t_repro.data.vocabulary import make_tokenizer
+from t2t_repro.inference.scoring import Scorer
 from t2t_repro.run_dir import RunDir
 from t2t_repro.serving import model_and_vocabulary
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
@@ -252,18 +253,55 @@ def test_translate_arguments_are_checked(from_run, toy_run_dir):
     )
     with pytest.raises(TypeError, match="use Translator.from_run"):
         t2t_repro.Translator(toy_run_dir)
+    with pytest.raises(TypeError, match="in memory Translator.from_model"):
+        t2t_repro.Translator(load_model(toy_run_dir)[0])
+    with pytest.raises(TypeError, match="^sentences is NoneType, not a list"):
+        from_run.translate(None)
+    # The search arguments, which the graph refused with an
+    # InvalidArgumentError or a tensor slice with a TypeError.
+    for arguments, error, message in [
+        ({"beam_size": 0}, ValueError, "^beam_size=0 must be >= 1$"),
+        ({"n_best": 2.0}, TypeError, r"^n_best=2.0 is not an int$"),
+        ({"alpha": -1}, ValueError, "^alpha=-1 must be finite and >= 0$"),
+        ({"alpha": float("nan")}, ValueError, "^alpha=nan must be finite"),
+        ({"alpha": "0.6"}, TypeError, "^alpha='0.6' is not a number$"),
+        ({"n_best": 5}, ValueError, r"^n_best=5 must be in \[1, beam_size=4\]"),
+    ]:
+        with pytest.raises(error, match=message):
+            from_run.translate(["ein hund"], **arguments)
+    assert from_run.translate(["ein hund"], beam_size=np.int64(2), alpha=np.float32(1))
     with pytest.raises(TypeError, match="checkpoint=200: give a path"):
         t2t_repro.Translator.from_run(toy_run_dir, checkpoint=200)
 
 
 def test_an_exports_limits_are_checked_naming_the_sentence(exported):
     translator = t2t_repro.Translator.from_saved_model(exported)
-    with pytest.raises(ValueError, match=r"^sentences\[1\]: 5000 bytes, over"):
+    with pytest.raises(
+        ValueError,
+        match=r"^sentences\[1\]: 5000 bytes, over the SavedModel's "
+        r"max_sentence_bytes=\d+; split it, or export with a larger "
+        r"max_sentence_bytes$",
+    ):
         translator.translate(["ein hund", "x" * 5000])
     with pytest.raises(
         ConfigError, match="^the SavedModel: beam_size=32 is over its max_beam_size=16"
     ):
         translator.translate(["ein hund"], beam_size=32)
+
+
+def test_requests_to_an_export_stay_within_its_max_request_bytes(exported):
+    """Short sentences of many bytes would fill one request over the
+    export's limit, which its graph refuses (InvalidArgumentError) after
+    the batches before it were translated."""
+    sentences = ["ein hund " * 333] * 3  # 2,997 bytes each, one batch by words
+    loaded = tf.saved_model.load(exported)
+    loaded.max_request_bytes.assign(8192)
+    translations = t2t_repro.Translator(loaded).translate(sentences, beam_size=1)
+    assert len(translations) == 3 and len(set(translations)) == 1
+    scorer = Scorer(loaded)
+    results, _ = scorer.score(sentences, ["a dog"] * 3)
+    assert len(results) == 3
+    np.testing.assert_allclose(results[0], results[2], rtol=1e-5)
 
 
 def test_training_batches_want_pairs_of_strings(from_run):

@@ -1,5 +1,6 @@
 """What a fresh clone must give a user: scripts that run as typed."""
 
+import ast
 import os
 import stat
 
@@ -65,3 +66,36 @@ def test_constraints_pin_every_dependency_inside_its_range():
             f"{requirement.name}=={pins[requirement.name]} is outside "
             f"{requirement.specifier}"
         )
+
+
+def _tf_function_calls(tree):
+    """The `tf.function(...)` calls and decorators in a module's `tree`,
+    bare `@tf.function` included (as a call with no keywords)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "tf.function":
+            yield node.lineno, {keyword.arg: keyword.value for keyword in node.keywords}
+        decorators = getattr(node, "decorator_list", [])
+        for decorator in decorators:
+            if ast.unparse(decorator) == "tf.function":
+                yield decorator.lineno, {}
+
+
+def test_no_function_of_the_package_is_converted_by_autograph():
+    # AutoGraph converts a function when it is first traced, from the
+    # source file as it is then: a package edited or upgraded while a run
+    # goes on gives it another function's lines (a finite check once read
+    # "not finite" so, and refused to save).
+    package = os.path.join(REPO, "t2t_repro")
+    converted = []
+    for directory, _, names in os.walk(package):
+        for name in sorted(n for n in names if n.endswith(".py")):
+            path = os.path.join(directory, name)
+            with open(path, encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+            for line, keywords in _tf_function_calls(tree):
+                autograph = keywords.get("autograph")
+                if not (
+                    isinstance(autograph, ast.Constant) and autograph.value is False
+                ):
+                    converted.append(f"{os.path.relpath(path, REPO)}:{line}")
+    assert converted == []

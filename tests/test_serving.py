@@ -766,6 +766,6 @@ def test_translate_names_the_line_over_the_exports_sentence_limit(
     assert result.stderr.strip().splitlines()[-1] == (
         f"t2t-translate: error: {source}:2: "
         f"{len(too_long.encode())} bytes, over the export's "
-        f"max_sentence_bytes={LIMITS.max_sentence_bytes}; split the line, "
+        f"max_sentence_bytes={LIMITS.max_sentence_bytes}; split it, "
         "or export with a larger --max_sentence_bytes"
     )

@@ -14,7 +14,8 @@ research and educational use; cite Elliott et al. 2016 (en, de) and 2017
 
 A file already there with the right hash is kept, so a rerun fetches only
 what is missing or damaged; a download that fails or does not match its
-hash leaves nothing under the file's name.
+hash writes nothing under the file's name (a damaged file already there
+stays until a good copy replaces it).
 """
 
 import os

@@ -504,6 +504,12 @@ def define_training_flags(show=True):
             message="--average_last cannot exceed --keep_checkpoints (the "
             "checkpoints it averages must still be there)",
         )
+        flags.register_multi_flags_validator(
+            ["init_optimizer_slots", "init_from"],
+            lambda v: not v["init_optimizer_slots"] or v["init_from"],
+            message="--init_optimizer_slots takes the Adam moments of "
+            "--init_from's checkpoint: give --init_from",
+        )
 
 
 def accept_training_flagfiles():

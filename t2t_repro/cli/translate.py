@@ -198,10 +198,9 @@ def threads_decoding():
 
 
 def main():
-    from t2t_repro.data import DataError
     from t2t_repro.data.text_files import numbered_lines
     from t2t_repro.inference.batching import warn_truncated
-    from t2t_repro.inference.exports import first_oversized
+    from t2t_repro.inference.exports import refuse_oversized
     from t2t_repro.inference.threads import use_decoding_threads
 
     if not FLAGS.ctranslate2:  # which sets its own threads
@@ -221,13 +220,12 @@ def main():
     limit = translator.max_sentence_bytes
 
     def translate(sentences, first_index, progress):
-        if (oversized := first_oversized(sentences, limit)) is not None:
-            offset, size = oversized
-            raise DataError(
-                f"{FLAGS.input}:{first_index + offset + 1}: {size} bytes, "
-                f"over the export's max_sentence_bytes={limit}; split "
-                "the line, or export with a larger --max_sentence_bytes"
-            )
+        refuse_oversized(
+            sentences,
+            limit,
+            name_of=lambda offset: f"{FLAGS.input}:{first_index + offset + 1}",
+            export="the export",
+        )
         n_best_lists, truncated = translator.translate_n_best(
             sentences, FLAGS.n_best, progress
         )

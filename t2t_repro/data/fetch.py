@@ -13,11 +13,14 @@ missing or wrong. A local copy of the files (e.g. one shipped beside the
 checkout) stands in for the network for the files it holds.
 """
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import http.client
 import os
 import secrets
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -264,11 +267,50 @@ def _download_chunks(url):
         )
 
 
+# A partial file this old, whose writer's lock can be taken, was left by a
+# writer that was killed (a new writer takes its lock right after creating
+# the file).
+_DEAD_PARTIAL_SECONDS = 10
+
+
+def _remove_dead_partials(folder, name):
+    """Removes the temporary files of `_write_verified` for `name` in
+    `folder` whose writer died (a kill): those whose lock can be taken."""
+    prefix = f".{name}.partial-"
+    for entry in os.listdir(folder):
+        path = os.path.join(folder, entry)
+        try:
+            if (
+                not entry.startswith(prefix)
+                or time.time() - os.stat(path).st_mtime < _DEAD_PARTIAL_SECONDS
+            ):
+                continue
+            with open(path, "rb") as partial:
+                fcntl.flock(partial, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.remove(path)
+        except (BlockingIOError, FileNotFoundError):
+            continue  # its writer is alive, or it went meanwhile
+
+
+@contextlib.contextmanager
+def _naming_write_errors(path):
+    """A write's OSError (a full disk, an I/O error), which names no file,
+    as a one-line DataError naming `path`."""
+    try:
+        yield
+    except OSError as error:
+        raise DataError(
+            f"{path}: cannot be written ({error.strerror or error})"
+        ) from None
+
+
 def _write_verified(path, chunks, expected_sha256, origin):
     """Writes `chunks` to `path` if their SHA-256 is `expected_sha256`, via
-    a unique temporary sibling that never outlives a failure."""
+    a unique temporary sibling, locked while written, that never outlives
+    a failure (one a kill left is removed by the next write of `path`)."""
     folder, name = os.path.split(path)
     os.makedirs(folder or ".", exist_ok=True)
+    _remove_dead_partials(folder or ".", name)
     temporary = os.path.join(
         folder, f".{name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
     )
@@ -278,13 +320,16 @@ def _write_verified(path, chunks, expected_sha256, origin):
         with open(
             os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb"
         ) as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
             for chunk in chunks:
                 digest.update(chunk)
-                handle.write(chunk)
-            handle.flush()
-            # On disk before the rename, so a crash cannot leave the final
-            # name pointing at missing data.
-            os.fsync(handle.fileno())
+                with _naming_write_errors(path):
+                    handle.write(chunk)
+            with _naming_write_errors(path):
+                handle.flush()
+                # On disk before the rename, so a crash cannot leave the
+                # final name pointing at missing data.
+                os.fsync(handle.fileno())
         if digest.hexdigest() != expected_sha256:
             raise DataError(
                 f"{origin}: SHA-256 {digest.hexdigest()}, "

@@ -11,7 +11,6 @@ for training. An export keeps the precision it was made in, whatever
 machine serves it.
 """
 
-import keras
 import tensorflow as tf
 from absl import logging
 
@@ -54,15 +53,10 @@ def in_precision(model, precision):
         w.dtype == dtype for w in model.trainable_weights
     ):
         return model
-    from t2t_repro.model import Transformer
+    from t2t_repro.model import Transformer, global_policy
 
-    previous = keras.mixed_precision.global_policy()
-    # Sub-layers take the global policy when created, not their parent's.
-    keras.mixed_precision.set_global_policy(dtype)
-    try:
+    with global_policy(dtype):
         copy = Transformer(model.config, name=model.name)
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
     for target, source in zip(copy.weights, model.weights, strict=True):
         target.assign(tf.cast(source, target.dtype))
     return copy

@@ -14,38 +14,54 @@ from absl import logging
 from t2t_repro.progress import Progress
 
 
-def batches_by_length(lengths, batch_tokens, max_sentences):
+def batches_by_length(lengths, batch_tokens, max_sentences, sizes=None, max_bytes=None):
     """Index lists of items of similar length, longest first, each holding
     at most `max_sentences` items and `batch_tokens` tokens of its longest
-    item's length (or a single item).
+    item's length (or a single item), and, given `sizes` (each item's
+    bytes), at most `max_bytes` bytes (an export's max_request_bytes,
+    which refuses a larger request).
 
     >>> list(batches_by_length([3, 9, 4, 8], batch_tokens=20, max_sentences=8))
     [[1, 3], [2, 0]]
+    >>> list(batches_by_length([3, 9, 4, 8], 20, 8, sizes=[5] * 4, max_bytes=5))
+    [[1], [3], [2], [0]]
     """
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batch, width = [], 0
+    batch, width, size = [], 0, 0
     for index in order:
         if batch and (
-            (len(batch) + 1) * width > batch_tokens or len(batch) == max_sentences
+            (len(batch) + 1) * width > batch_tokens
+            or len(batch) == max_sentences
+            or (max_bytes is not None and size + sizes[index] > max_bytes)
         ):
             yield batch
-            batch = []
+            batch, size = [], 0
         if not batch:
             width = lengths[index]
         batch.append(index)
+        if max_bytes is not None:
+            size += sizes[index]
     if batch:
         yield batch
 
 
-def in_order_by_length(lengths, batch_tokens, max_sentences, process, progress=None):
+def utf8_size(text):
+    """The UTF-8 bytes of `text` (str or bytes), as an export counts them."""
+    return len(text.encode() if isinstance(text, str) else text)
+
+
+def in_order_by_length(
+    lengths, batch_tokens, max_sentences, process, progress=None, **byte_limit
+):
     """(results, truncated) of `process(indices)` run on batches of items
-    of similar `lengths` (`batches_by_length`), which returns one result
+    of similar `lengths` (`batches_by_length`, which `byte_limit`, its
+    `sizes` and `max_bytes`, go to), which returns one result
     per index and how many of its items were truncated: the results in
     index order and the total truncated. Advances `progress` (a
     `Progress`) per batch."""
     results = [None] * len(lengths)
     truncated = 0
-    for batch in batches_by_length(lengths, batch_tokens, max_sentences):
+    for batch in batches_by_length(lengths, batch_tokens, max_sentences, **byte_limit):
         batch_results, batch_truncated = process(batch)
         for index, result in zip(batch, batch_results):
             results[index] = result
@@ -60,12 +76,15 @@ def count_true(flags):
     return int(tf.reduce_sum(tf.cast(flags, tf.int32)))
 
 
-def n_best_in_order(translate_batch, sentences, batch_tokens, max_sentences, progress):
+def n_best_in_order(
+    translate_batch, sentences, batch_tokens, max_sentences, progress, max_bytes=None
+):
     """(results, truncated) of `sentences` (a list of str) translated in
-    batches of similar length by `translate_batch`, which takes a
-    `tf.string` batch and returns (translations, scores) `[batch, k]` and
-    truncated `[batch]` tensors: per sentence, in order, its k
-    (translation, score) pairs, and how many inputs were truncated."""
+    batches of similar length, of at most `max_bytes` bytes (None: any),
+    by `translate_batch`, which takes a `tf.string` batch and returns
+    (translations, scores) `[batch, k]` and truncated `[batch]` tensors:
+    per sentence, in order, its k (translation, score) pairs, and how many
+    inputs were truncated."""
 
     def process(batch):
         texts, scores, truncated = translate_batch(
@@ -88,6 +107,8 @@ def n_best_in_order(translate_batch, sentences, batch_tokens, max_sentences, pro
         max_sentences,
         process,
         progress,
+        sizes=[utf8_size(s) for s in sentences],
+        max_bytes=max_bytes,
     )
 
 
@@ -126,9 +147,10 @@ class BatchingTranslator:
     the decoder of `decoding` (`DecodingOptions`) and returns the results
     in input order. Subclasses translate one batch."""
 
-    # The most UTF-8 bytes of one input a translator takes (an export's
-    # limit); None: any.
+    # The most UTF-8 bytes of one input, and of one batch's inputs, a
+    # translator takes (an export's limits); None: any.
     max_sentence_bytes = None
+    max_request_bytes = None
 
     def __init__(self, decoding):
         self.decoding = decoding
@@ -168,6 +190,7 @@ class BatchingTranslator:
             self.decoding.batch_tokens,
             self._max_batch_sentences(),
             progress,
+            self.max_request_bytes,
         )
 
     def translate_with_scores(self, sentences, progress=False):

@@ -11,7 +11,9 @@ import os
 import tensorflow as tf
 
 from t2t_repro.config import ConfigError, DecodingOptions, flag_name
+from t2t_repro.data import DataError
 from t2t_repro.files import read_json_object
+from t2t_repro.inference.batching import utf8_size
 
 # The decoding settings an export's graph holds, beside it (TF Serving reads
 # its warm-up file and saved_model_config.pb from assets.extra/, nothing
@@ -82,17 +84,21 @@ def load_export(path):
     return tf.saved_model.load(path)
 
 
-def first_oversized(sentences, limit):
-    """(index, UTF-8 bytes) of the first of `sentences` (str or bytes) over
-    an export's max_sentence_bytes `limit`, which its graph would refuse;
-    None if there is none (or no limit)."""
+def refuse_oversized(sentences, limit, name_of, export, prefix="--"):
+    """Refuses (DataError) the first of `sentences` (str or bytes) over an
+    export's max_sentence_bytes `limit`, which its graph would refuse in a
+    batch sorted by length. `name_of(index)` names the sentence (a file's
+    line, a list's item); `export` names the export; `prefix` comes before
+    the export flag named: "--" for a command, "" for Python."""
     if limit is None:
-        return None
+        return
     for index, sentence in enumerate(sentences):
-        size = len(sentence.encode() if isinstance(sentence, str) else sentence)
-        if size > limit:
-            return index, size
-    return None
+        if (size := utf8_size(sentence)) > limit:
+            raise DataError(
+                f"{name_of(index)}: {size} bytes, over {export}'s "
+                f"max_sentence_bytes={limit}; split it, or export with a "
+                f"larger {prefix}max_sentence_bytes"
+            )
 
 
 def check_export_limits(loaded, path, alpha, beam_size=None, prefix="--"):

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from t2t_repro.config import DecodingOptions
-from t2t_repro.inference.batching import count_true, in_order_by_length
+from t2t_repro.inference.batching import count_true, in_order_by_length, utf8_size
 from t2t_repro.inference.exports import check_export_limits, load_export
 from t2t_repro.inference.graph import TranslationGraph
 
@@ -38,6 +38,12 @@ class Scorer:
         self.decoding = decoding
         self.max_batch_sentences = min(
             decoding.max_batch_sentences, int(graph.max_batch_sentences.numpy())
+        )
+        # An export refuses a request of more bytes (sources and targets).
+        self.max_request_bytes = (
+            int(graph.max_request_bytes.numpy())
+            if hasattr(graph, "max_request_bytes")
+            else None
         )
 
     @classmethod
@@ -86,4 +92,9 @@ class Scorer:
             self.max_batch_sentences,
             process,
             progress,
+            sizes=[
+                utf8_size(source) + utf8_size(target)
+                for source, target in zip(sources, targets)
+            ],
+            max_bytes=self.max_request_bytes,
         )

@@ -54,8 +54,8 @@ class SavedModelTranslator(BatchingTranslator):
         check_export_limits(loaded, path, decoding.alpha, decoding.beam_size)
         self._signature = loaded.signatures["translate"]
         self._export_cap = int(loaded.max_batch_sentences.numpy())
-        # The export refuses a request holding a longer sentence.
         self.max_sentence_bytes = int(loaded.max_sentence_bytes.numpy())
+        self.max_request_bytes = int(loaded.max_request_bytes.numpy())
 
     def _max_batch_sentences(self):
         return min(self.decoding.max_batch_sentences, self._export_cap)

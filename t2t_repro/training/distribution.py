@@ -197,7 +197,9 @@ def gathered_from_tasks(strategy, numbers):
     def gather():
         return tf.distribute.get_replica_context().all_gather(local, axis=0)
 
-    table = strategy.experimental_local_results(strategy.run(tf.function(gather)))
+    table = strategy.experimental_local_results(
+        strategy.run(tf.function(gather, autograph=False))
+    )
     table = np.asarray(table[0])
     return {name: table[:, i].tolist() for i, name in enumerate(names)}
 

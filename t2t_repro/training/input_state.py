@@ -50,10 +50,13 @@ def training_dataset(pairs, tokenizer, options, max_length, input_context):
     )
 
 
-@tf.function
+@tf.function(autograph=False)
 def _advance(iterator, count):
-    for _ in tf.range(count):
+    def read_one(index):
         iterator.get_next()
+        return index + 1
+
+    tf.while_loop(lambda index: index < count, read_one, [tf.constant(0)])
 
 
 class InputState:

@@ -26,7 +26,7 @@ def _log_partition_label_mean(labels, logits):
 # loss and argmax can cost more than the vocabulary projection itself. It
 # compiles once per batch shape, which training amortises and one
 # evaluation does not (see `evaluation_stats`).
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _per_token_loss_and_hit(labels, logits, smoothing):
     # Cast here, not before: a bf16 model's logits (and their gradient)
     # then never exist in float32 outside this fused pass.
@@ -72,7 +72,7 @@ def smoothed_cross_entropy_stats(labels, logits, smoothing):
     )
 
 
-@tf.function(jit_compile=True)
+@tf.function(jit_compile=True, autograph=False)
 def _symmetric_kl(logits_a, logits_b):
     log_p = tf.nn.log_softmax(tf.cast(logits_a, tf.float32))
     log_q = tf.nn.log_softmax(tf.cast(logits_b, tf.float32))

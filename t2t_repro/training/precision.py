@@ -28,7 +28,8 @@ def matmul_seconds(dtype, size=1024, repeats=5):
 
     a = tf.cast(tf.random.stateless_normal([size, size], [1, 2]), dtype)
     multiply = tf.function(
-        lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x)[0, 0], tf.float32))
+        lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x)[0, 0], tf.float32)),
+        autograph=False,
     )
     multiply(a).numpy()
     best = float("inf")

@@ -21,7 +21,7 @@ from t2t_repro.checkpoints import (
 )
 from t2t_repro.config import PRECISIONS, ConfigError, flag_name
 from t2t_repro.data.vocabulary import make_tokenizer
-from t2t_repro.model import Transformer
+from t2t_repro.model import Transformer, global_policy
 from t2t_repro.run_dir import (
     AVERAGED_FILENAME,
     SCORES_FILENAME,
@@ -296,23 +296,11 @@ def write_run_files(run_dir, model_config, options, input_context, data):
     )
 
 
-@contextlib.contextmanager
-def _global_dtype_policy(policy):
-    """Layers built inside take `policy`; the process default is restored
-    after, so models built later (decoders, tools, tests) are unaffected."""
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(policy)
-    try:
-        yield
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
-
-
 def model_and_optimizer(model_config, options, strategy):
     """(model, optimizer, learning-rate schedule) of a new run, built in
     `strategy`'s scope, the model in `options.mixed_precision`."""
     with strategy.scope():
-        with _global_dtype_policy(POLICIES[options.mixed_precision]):
+        with global_policy(POLICIES[options.mixed_precision]):
             model = Transformer(model_config, name="transformer")
         schedule = TransformerSchedule(
             model_config.d_model,

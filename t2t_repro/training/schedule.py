@@ -85,7 +85,14 @@ class FusedAdam(keras.optimizers.Adam):
     (1 - beta_2), w -= lr sqrt(1 - beta_2^t) / (1 - beta_1^t) m / (sqrt(v)
     + epsilon), in one multi-threaded pass over w, m and v instead of
     Keras' eleven elementwise ops, each a pass over memory. Its variables
-    (and so checkpoints) are Keras Adam's."""
+    (and so checkpoints) are Keras Adam's. With a `weight_decay`, the
+    variables of `_NOT_DECAYED` are excluded from it, also in an optimizer
+    made from its config (Keras' get_config does not keep exclusions)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.weight_decay:
+            self.exclude_from_weight_decay(var_names=_NOT_DECAYED)
 
     def update_step(self, gradient, variable, learning_rate):
         if self.amsgrad:
@@ -123,13 +130,10 @@ def paper_adam(schedule, weight_decay=0.0):
     also subtracts learning_rate * weight_decay * w from the weight
     matrices.
     """
-    optimizer = FusedAdam(
+    return FusedAdam(
         learning_rate=schedule,
         beta_1=0.9,
         beta_2=0.98,
         epsilon=1e-9,
         weight_decay=weight_decay or None,
     )
-    if weight_decay:
-        optimizer.exclude_from_weight_decay(var_names=_NOT_DECAYED)
-    return optimizer

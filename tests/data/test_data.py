@@ -233,6 +233,7 @@ def test_missing_vocabulary_is_a_clear_error(tmp_path):
         vocabulary.load_sentencepiece(str(tmp_path / "spm.model"))
 
 
+@pytest.mark.slow
 def test_bucketed_batches_on_multi30k(multi30k_vocab):
     tokenizer = vocabulary.make_tokenizer(multi30k_vocab)
     pairs = text_files.text_file_pairs(multi30k("train", "en"), multi30k("train", "de"))

@@ -9,6 +9,8 @@ a skip or a copy."""
 
 import contextlib
 import dataclasses
+import errno
+import fcntl
 import hashlib
 import http.server
 import os
@@ -260,6 +262,40 @@ def test_interrupted_transfer_leaves_nothing_and_a_rerun_completes(web_root, dat
         fetch.MULTI30K_RAW_SHA256[name] for name in DEFAULT_FILES
     ]
     assert entries(data_dir) == sorted(DEFAULT_FILES)
+
+
+def test_a_killed_writers_partial_file_is_removed_by_the_next_fetch(server, data_dir):
+    """A fetch killed mid-file leaves its hidden partial file; the next
+    fetch of that file removes it, but not one whose writer still holds
+    its lock (another fetch writing the file now)."""
+    os.makedirs(data_dir)
+    dead, live = (
+        os.path.join(data_dir, f".val.en.gz.partial-{pid}-0a1b2c3d")
+        for pid in (99999, os.getpid())
+    )
+    for path in (dead, live):
+        with open(path, "wb") as handle:
+            handle.write(b"half")
+        old = time.time() - 60
+        os.utime(path, (old, old))
+    with open(live, "rb") as writer:
+        fcntl.flock(writer, fcntl.LOCK_EX)
+        fetch_logged(data_dir, base_url=server.base_url)
+    assert entries(data_dir) == sorted(DEFAULT_FILES + [os.path.basename(live)])
+
+
+def test_a_full_disk_is_one_line_naming_the_file(server, data_dir, monkeypatch):
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(fetch.os, "fsync", full)
+    with pytest.raises(DataError) as error:
+        fetch_logged(data_dir, base_url=server.base_url)
+    assert str(error.value) == (
+        f"{os.path.join(data_dir, 'train.en.gz')}: cannot be written "
+        "(No space left on device)"
+    )
+    assert entries(data_dir) == []
 
 
 def test_local_copy_is_copied_without_a_request(server, data_dir):

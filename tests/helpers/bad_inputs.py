@@ -330,6 +330,21 @@ _ROWS = {
             "--dev_src/--dev_tgt or --tfds_name",
         ),
         (
+            "--init_optimizer_slots alone",
+            _train_on("three.en", "three.de", "--init_optimizer_slots"),
+            "--init_optimizer_slots takes the Adam moments of --init_from's "
+            "checkpoint: give --init_from",
+        ),
+        (
+            "--init_from a damaged checkpoint, with its Adam moments",
+            _train_on(
+                "three.en",
+                "three.de",
+                "--init_from={d}/damaged/index_half/ckpt-200 --init_optimizer_slots",
+            ),
+            "--init_from={d}/damaged/index_half/ckpt-200: ",
+        ),
+        (
             "ill-formed tree",
             "--model_dir={m} --train_trees={d}/bad.trees",
             "{d}/bad.trees:2: not a bracketed tree",

@@ -90,6 +90,7 @@ def _assert_same_step(single, mirrored, replicas):
         np.testing.assert_allclose(mirrored[key], single[key], atol=1e-5, err_msg=key)
 
 
+@pytest.mark.slow
 def test_two_mirrored_replicas_match_one_device(tmp_path):
     single = _one_step(tmp_path, "single", 1)
     mirrored = _one_step(tmp_path, "mirrored", 2)

@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,6 +16,7 @@ from helpers.toy_run import LEARNABLE, LEARNABLE_STEPS, toy_pairs, toy_trainer
 from t2t_repro import fine_tuning
 from t2t_repro.averaging import average_checkpoints, newest_checkpoints
 from t2t_repro.checkpoints import latest_checkpoint, load_model
+from t2t_repro.config import ConfigError
 
 
 def _file_hashes(directory):
@@ -107,6 +109,50 @@ def test_init_from_names_a_run_or_one_of_its_checkpoints(toy_run_dir, tmp_path):
     assert (source.path, checkpoint) == (str(tmp_path / "run"), best_checkpoint)
     with pytest.raises(FileNotFoundError, match="no checkpoint found"):
         fine_tuning.source_of(str(tmp_path))
+    # A run of its own named "best" (it has a config.json) is that run.
+    named_best = tmp_path / "runs" / "best"
+    shutil.copytree(toy_run_dir, named_best)
+    checkpoint = f"{named_best}/{os.path.basename(latest)}"
+    assert fine_tuning.source_of(checkpoint)[0].path == str(named_best)
+
+
+def test_adam_moments_are_taken_only_from_a_run_of_the_same_optimizer(
+    toy_run_dir, tmp_path
+):
+    """An fp16 run's optimizer (Keras' LossScaleOptimizer) keeps Adam's
+    moments under inner_optimizer/: they do not fit a float32 or bf16
+    run's Adam, nor the reverse, which is named before restoring."""
+    latest = latest_checkpoint(toy_run_dir)
+    assert fine_tuning.check_has_optimizer_slots(latest, latest) == "plain"
+    variable = keras.Variable(tf.ones([2, 2]))
+    loss_scaled = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam())
+    loss_scaled.apply_gradients([(tf.ones([2, 2]), variable)])
+    fp16 = tf.train.Checkpoint(optimizer=loss_scaled).save(str(tmp_path / "fp16/c"))
+    assert fine_tuning.check_has_optimizer_slots(fp16, fp16) == "loss-scaled"
+
+    source = fine_tuning.source_of(toy_run_dir)[0]
+    trainer = toy_trainer(
+        tmp_path / "new", 1, config=source.load_config(), mixed_precision="fp16"
+    )
+    with pytest.raises(ConfigError) as refused:
+        fine_tuning.initialize(trainer, latest, optimizer_slots=True)
+    assert str(refused.value) == (
+        f"--init_optimizer_slots: {latest} was trained in fp32 or bf16 and this "
+        "run trains in fp16: fp16's loss-scaled optimizer keeps its moments "
+        "apart; give the source's --mixed_precision, or drop --init_optimizer_slots"
+    )
+
+
+def test_a_damaged_source_is_named_in_one_line(toy_run_dir, tmp_path):
+    shutil.copytree(toy_run_dir, tmp_path / "run")
+    checkpoint = str(
+        tmp_path / "run" / os.path.basename(latest_checkpoint(toy_run_dir))
+    )
+    with open(checkpoint + ".index", "r+b") as handle:
+        handle.truncate(20)
+    with pytest.raises(ConfigError, match="^--init_from=RUN: ") as refused:
+        fine_tuning.check_has_optimizer_slots("RUN", checkpoint)
+    assert "\n" not in str(refused.value)
 
 
 def _train_cli(tmp_path, *flags):

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from helpers.processes import free_port, wait_for_line
 from helpers.run_inspection import checkpoint_weights
-from helpers.train_command import MULTI30K_VAL, start_train
+from helpers.train_command import MULTI30K_VAL, multi30k_test_set, start_train
 from t2t_repro.checkpoints import load_model
 
 STEPS = 30
@@ -166,3 +166,30 @@ def test_tasks_with_other_model_flags_stop_before_building_the_model(tmp_path):
         )
     # Nothing was written for a run that never started.
     assert not (tmp_path / "config.json").exists()
+
+
+@pytest.mark.slow
+def test_the_chief_scores_the_test_set_after_the_worker_has_gone(tmp_path):
+    """After the last step the worker exits and the chief alone averages
+    the last checkpoints and scores the test set, which TensorFlow's
+    shutdown of the cluster must not cut short."""
+    test_flags = multi30k_test_set(tmp_path, 40)
+    processes = _start(
+        tmp_path / "run",
+        8,
+        "--checkpoint_every=4",
+        "--average_last=2",
+        *test_flags,
+        # The untrained model's translations run to their longest.
+        "--beam_size=1",
+        "--extra_decode_length=5",
+    )
+    outputs = [process.communicate(timeout=300) for process in processes]
+    for process, (_, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr[-3000:]
+    chief_stdout, worker_stdout = outputs[0][0], outputs[1][0]
+    assert "test: " in chief_stdout and "40 sentences" in chief_stdout
+    assert "average of steps 4, 8" in chief_stdout
+    assert "BLEU" in chief_stdout, chief_stdout
+    assert "test: " not in worker_stdout
+    assert (tmp_path / "run" / "average").is_dir()

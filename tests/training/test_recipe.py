@@ -3,6 +3,7 @@ subword sampling, decoupled weight decay, R-Drop, and their flags."""
 
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -180,10 +181,15 @@ def test_subword_sampling_varies_training_segmentations_only(tmp_path):
     assert trainer.evaluator.tokenizer.tokenize(sentence).to_list() == best
 
 
-def test_weight_decay_shrinks_matrices_only():
+@pytest.mark.parametrize("made", ["here", "from its config"])
+def test_weight_decay_shrinks_matrices_only(made):
+    """Also in an optimizer made from its config, as keras.saving.load_model
+    makes a compiled model's (Keras' config keeps no exclusions)."""
     model = Transformer(SMALL)
     schedule = TransformerSchedule(SMALL.d_model, 10, 1.0)
     optimizer = paper_adam(schedule, weight_decay=0.5)
+    if made == "from its config":
+        optimizer = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
     variables = model.trainable_variables
     before = [v.numpy() for v in variables]
     # Zero gradients: Adam moves nothing, so only the decay shows.

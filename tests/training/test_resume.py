@@ -30,7 +30,10 @@ def _weights_twice(monkeypatch):
     )
 
 
-@pytest.mark.parametrize("layout", ["each_weight_once", "weights_twice"])
+@pytest.mark.parametrize(
+    "layout",
+    ["each_weight_once", pytest.param("weights_twice", marks=pytest.mark.slow)],
+)
 def test_resume_reproduces_an_uninterrupted_run(tmp_path, monkeypatch, layout):
     straight = toy_trainer(tmp_path / "straight", 20)
     straight.train()

@@ -42,6 +42,10 @@ def test_sigterm_or_sigint_checkpoints_and_the_same_command_resumes(tmp_path, si
             "--log_every=1",
             *MULTI30K_VAL,
             *test_set,
+            # The untrained model's test translations run to their
+            # longest: kept short.
+            "--beam_size=1",
+            "--extra_decode_length=5",
         ]
 
     process = start_train(*flags(400))

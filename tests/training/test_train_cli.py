@@ -1,10 +1,13 @@
 """t2t-train's answers to flags and data it cannot train on: the problem
 named, never a traceback or a wait for a batch that never comes."""
 
+import pytest
+
 from helpers.multi30k_data import multi30k
 from helpers.train_command import MULTI30K_VAL, run_train
 
 
+@pytest.mark.slow
 def test_cli_rejects_bad_flags_clearly(tmp_path):
     result = run_train(
         f"--model_dir={tmp_path}/a", "--d_model=30", "--num_heads=4", *MULTI30K_VAL
@@ -25,6 +28,7 @@ def test_cli_rejects_bad_flags_clearly(tmp_path):
     assert "parallel files must be line-aligned" in result.stderr
 
 
+@pytest.mark.slow
 def test_data_that_yields_no_batch_is_an_error_not_a_hang(tmp_path):
     # Every pair longer than --max_length: the repeated, filtered input
     # used to wait forever for a first batch.
