@@ -68,6 +68,10 @@ def average_checkpoints(model_dir, output_dir, count, select="last", replace=Fal
     step. `output_dir` also gets AVERAGED_FILENAME, saying what was
     averaged. With `replace`, an existing `output_dir` is replaced once
     the new average is complete."""
+    # Refused before the checkpoints are read (an empty one is ours).
+    if not replace and tf.io.gfile.exists(output_dir):
+        if tf.io.gfile.listdir(output_dir):
+            raise FileExistsError(f"{output_dir} exists")
     paths = selected_checkpoints(model_dir, count, select)
     run_dir = RunDir(model_dir)
     # Checked here: config.json and spm.model are copied into the average.
@@ -86,10 +90,22 @@ def average_checkpoints(model_dir, output_dir, count, select="last", replace=Fal
             variable.assign((total / len(paths)).astype(variable.dtype))
     if tf.io.gfile.exists(output_dir) and not tf.io.gfile.listdir(output_dir):
         tf.io.gfile.rmtree(output_dir)  # an empty one is ours to fill
+    # t2t-eval's scores of the average it replaces are kept, named by the
+    # step they scored, beside the new average's; unless the new one has
+    # that step too (another count of checkpoints ending at the same one):
+    # they would pass for the new weights' scores.
+    carried = _eval_dirs(output_dir) if replace else []
+    replaced = latest_checkpoint(output_dir) if carried else None
+    if replaced and checkpoint_step(replaced) == checkpoint_step(paths[-1]):
+        logging.warning(
+            "%s: not keeping t2t-eval's results of the average it replaces: "
+            "they scored other weights under the same step, %d",
+            output_dir,
+            checkpoint_step(replaced),
+        )
+        carried = []
     with directory_written_whole(output_dir, replace) as partial:
-        # t2t-eval's scores of the average it replaces are kept, named by
-        # the step they scored, beside the new average's.
-        for name in _eval_dirs(output_dir) if replace else ():
+        for name in carried:
             shutil.copytree(os.path.join(output_dir, name), os.path.join(partial, name))
         for name in (CONFIG_FILENAME, SPM_MODEL_FILENAME):
             shutil.copyfile(run_dir.file(name), os.path.join(partial, name))

@@ -34,6 +34,11 @@ class ConfigError(ValueError):
     """Settings that cannot work together; the message names them."""
 
 
+class MissingExtraError(ImportError):
+    """An optional feature whose extra is not installed; the message says
+    how to install it."""
+
+
 def setting(
     default,
     help,
@@ -316,6 +321,13 @@ class TransformerConfig(Settings):
             self.key_dim or self.d_model // self.num_heads,
             self.value_dim or self.d_model // self.num_heads,
         )
+
+    @property
+    def max_positions(self):
+        """The longest sequence the position encoding allows (None: any)."""
+        if self.position_encoding == "learned":
+            return self.max_length
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

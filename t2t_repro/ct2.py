@@ -32,6 +32,7 @@ from t2t_repro.config import (
     EXTRA_DECODE_LENGTH,
     ConfigError,
     DecodingOptions,
+    MissingExtraError,
     TransformerConfig,
 )
 from t2t_repro.data.vocabulary import (
@@ -55,7 +56,7 @@ def _ctranslate2():
     try:
         import ctranslate2
     except ImportError as error:
-        raise ImportError(
+        raise MissingExtraError(
             "CTranslate2 is an optional extra: pip install -e '.[ct2]'"
         ) from error
     return ctranslate2
@@ -118,8 +119,9 @@ def _layer(spec, layer):
 
 def _position_table(model):
     """[positions, d_model]: every position a source (max_length) or an
-    output (max_length + EXTRA_DECODE_LENGTH) can reach."""
-    rows = model.config.max_length + EXTRA_DECODE_LENGTH + 1
+    output (max_length + EXTRA_DECODE_LENGTH, or a learned table's size,
+    which caps outputs) can reach."""
+    rows = model.max_positions or model.config.max_length + EXTRA_DECODE_LENGTH + 1
     zeros = tf.zeros([1, rows, model.config.d_model])
     return model.position_encoding(zeros)[0].numpy()
 
@@ -239,7 +241,8 @@ class CTranslate2Translator(BatchingTranslator):
                 f"{CONFIG_FILE})"
             )
         with open(os.path.join(path, CONFIG_FILE), encoding="utf-8") as handle:
-            self.max_length = TransformerConfig(**json.load(handle)).max_length
+            config = TransformerConfig(**json.load(handle))
+        self.max_length, self.max_positions = config.max_length, config.max_positions
         with open(os.path.join(path, SPM_MODEL_FILENAME), "rb") as handle:
             self.tokenizer = make_tokenizer(handle.read())
         self.tokens = vocabulary_tokens(self.tokenizer)
@@ -266,6 +269,8 @@ class CTranslate2Translator(BatchingTranslator):
         # One limit per batch (CTranslate2 has no per-sentence one); batches
         # hold sentences of similar length.
         limit = max(map(len, sources), default=0) + self.decoding.extra_length
+        if self.max_positions is not None:  # as our decoders cap it
+            limit = min(limit, self.max_positions)
         results = self.translator.translate_batch(
             sources,
             beam_size=beam,
@@ -273,6 +278,8 @@ class CTranslate2Translator(BatchingTranslator):
             length_penalty=0.0,
             return_scores=True,
             max_decoding_length=limit,
+            # Not cut again (by default at 1,024): ours are cut at max_length.
+            max_input_length=0,
             suppress_sequences=[[SPECIAL_TOKENS[0]], [SPECIAL_TOKENS[2]]],
             # Split into `searches` batches, which the workers run at once.
             max_batch_size=-(-len(sources) // self.searches),

@@ -42,6 +42,15 @@ def write_atomically(path, data):
         raise
 
 
+def check_writable(directory):
+    """Makes `directory` if missing and writes a file in it, then removes
+    it: a file error naming `directory` now, not after the long work whose
+    results go there."""
+    probe = os.path.join(directory, f".write-test-{uuid.uuid4().hex[:12]}")
+    write_atomically(probe, "")
+    tf.io.gfile.remove(probe)
+
+
 # Inside a partial directory while its writer lives: the writer holds an
 # flock on it, which the kernel releases when the writer dies, whatever
 # its host name or PID namespace (containers sharing a volume).

@@ -194,9 +194,7 @@ class Transformer(keras.Model):
     @property
     def max_positions(self):
         """The longest sequence the position encoding allows (None: any)."""
-        if self.config.position_encoding == "learned":
-            return self.config.max_length
-        return None
+        return self.config.max_positions
 
     # The decoders' contract (`t2t_repro.decoding.common.DecodingModel`).
 

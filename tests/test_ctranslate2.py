@@ -4,6 +4,9 @@ margin), beam search that agrees once rescored with our length penalty,
 int8 that translates most sentences as float32 does, and the t2t-export /
 t2t-translate flags."""
 
+import sys
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -20,6 +23,7 @@ from t2t_repro.config import (
     PAD_ID,
     ConfigError,
     DecodingOptions,
+    MissingExtraError,
     TransformerConfig,
 )
 from t2t_repro.ct2 import CTranslate2Translator, export_ctranslate2, transformer_spec
@@ -285,3 +289,59 @@ def test_outputs_longer_than_the_position_table_are_refused(tmp_path):
         ConfigError, match="--extra_decode_length=300: a CTranslate2 export's position"
     ):
         CTranslate2Translator(str(tmp_path), DecodingOptions(extra_length=300))
+
+
+def test_a_learned_position_model_converts_and_stops_where_ours_does(tmp_path):
+    """A learned table holds max_length positions and caps our outputs
+    there: the export holds that table, and CTranslate2's limit is capped
+    alike (an untrained model, which never ends early, meets the cap)."""
+    keras.utils.set_random_seed(5)
+    config = TransformerConfig(
+        vocab_size=int(make_tokenizer(tiny_vocab()).vocab_size()),
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        dropout=0.0,
+        max_length=9,
+        position_encoding="learned",
+    )
+    model = Transformer(config)
+    ct2_dir = export_ctranslate2(model, str(tmp_path / "ct2"), vocabulary=tiny_vocab())
+    sources = ["ein hund", "eine katze läuft", "ein hund läuft"]
+    greedy = DecodingOptions(beam_size=1)
+    ours = ModelTranslator(model, make_tokenizer(tiny_vocab()), greedy)
+    theirs = CTranslate2Translator(ct2_dir, greedy)
+    our_texts, our_scores = ours.translate_with_scores(sources)
+    their_texts, their_scores = theirs.translate_with_scores(sources)
+    assert their_texts == our_texts
+    np.testing.assert_allclose(their_scores, our_scores, atol=CT2_SCORE_ATOL)
+    assert max(len(ours.tokenizer.tokenize(t).numpy()) for t in our_texts) >= 8
+
+
+def test_ctranslate2_cuts_no_source_itself(toy_ct2, monkeypatch):
+    """Sources are cut at the model's max_length by our tokenizer; CTranslate2
+    would cut them again at its default 1,024 tokens."""
+    translator = CTranslate2Translator(toy_ct2, DecodingOptions(beam_size=1))
+    calls = []
+    original = translator.translator.translate_batch
+
+    class Recording:
+        def translate_batch(self, sources, **options):
+            calls.append(options)
+            return original(sources, **options)
+
+    monkeypatch.setattr(translator, "translator", Recording())
+    translator.translate(["ein hund"])
+    assert [call["max_input_length"] for call in calls] == [0]
+
+
+def test_without_the_extra_the_error_says_how_to_install_it(monkeypatch):
+    from t2t_repro import ct2
+    from t2t_repro.cli.common import USER_ERRORS
+
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    with pytest.raises(MissingExtraError, match=r"pip install -e '\.\[ct2\]'"):
+        ct2._ctranslate2()
+    assert issubclass(MissingExtraError, USER_ERRORS)  # one line from a tool

@@ -9,10 +9,11 @@ import sys
 import threading
 
 import pytest
+import tensorflow as tf
 
 from helpers.processes import REPO
 from t2t_repro.averaging import average_of_last
-from t2t_repro.checkpoints import latest_checkpoint
+from t2t_repro.checkpoints import checkpoint_step, latest_checkpoint, listed_checkpoints
 from t2t_repro.config import ConfigError
 from t2t_repro.files import directory_written_whole, write_atomically
 from t2t_repro.run_dir import AVERAGE_DIRNAME, AVERAGED_FILENAME, EVAL_DIRNAME
@@ -164,9 +165,36 @@ def test_average_last_replaces_only_averages_it_wrote(toy_run_dir, tmp_path):
     assert json.loads((average_dir / AVERAGED_FILENAME).read_text())["checkpoints"] == [
         os.path.basename(p) for p in paths
     ]
-    # Replaced, with the scores of the average it replaced kept.
+    # Replaced by an average ending at the same step: the scores, named by
+    # that step, were the other average's, and go with it.
+    assert EVAL_DIRNAME not in _files(average_dir)
+    # Replaced by one ending at a later step: kept beside its own.
+    (average_dir / EVAL_DIRNAME).mkdir()
+    (average_dir / EVAL_DIRNAME / "test.step9.json").write_text("{}")
+    newest = paths[-1]
+    later = f"{newest.rsplit('-', 1)[0]}-{checkpoint_step(newest) + 10}"
+    for path in tf.io.gfile.glob(newest + ".*"):
+        shutil.copy(path, later + path[len(newest) :])
+    tf.compat.v1.train.update_checkpoint_state(
+        str(run),
+        later,
+        all_model_checkpoint_paths=[*listed_checkpoints(str(run)), later],
+    )
+    average_of_last(str(run), 2)
     assert (average_dir / EVAL_DIRNAME / "test.step9.json").read_text() == "{}"
     assert not [name for name in _files(run) if ".partial" in name]
+
+
+def test_an_existing_average_directory_is_refused_before_reading(
+    toy_run_dir, tmp_path, monkeypatch
+):
+    from t2t_repro import averaging
+
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    monkeypatch.setattr(averaging, "check_intact", pytest.fail)
+    with pytest.raises(FileExistsError, match="taken exists"):
+        averaging.average_checkpoints(toy_run_dir, str(tmp_path / "taken"), 1)
 
 
 @pytest.mark.parametrize("copy", ["average", "best"])

@@ -8,6 +8,7 @@ import math
 import os
 import re
 import time
+import types
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ from t2t_repro.config import (
 )
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.decoding.decoders import n_best_translations
+from t2t_repro.inference.exports import check_export_limits
 from t2t_repro.inference.graph import TranslationGraph, translatable_rows_decoded
 from t2t_repro.inference.scoring import Scorer
 from t2t_repro.inference.translators import ModelTranslator, SavedModelTranslator
@@ -769,3 +771,14 @@ def test_translate_names_the_line_over_the_exports_sentence_limit(
         f"max_sentence_bytes={LIMITS.max_sentence_bytes}; split it, "
         "or export with a larger --max_sentence_bytes"
     )
+
+
+def test_clients_take_an_alpha_equal_to_a_max_alpha_float32_rounds_down():
+    """The export stores max_alpha in float32 (0.7 as 0.69999999) and its
+    graph compares in float32: alpha=0.7 is within max_alpha=0.7."""
+    loaded = types.SimpleNamespace(
+        max_beam_size=tf.Variable(16), max_alpha=tf.Variable(0.7, dtype=tf.float32)
+    )
+    check_export_limits(loaded, "X", alpha=0.7, beam_size=16)
+    with pytest.raises(ConfigError, match="alpha=0.71 is over its max_alpha=0.7"):
+        check_export_limits(loaded, "X", alpha=0.71)

@@ -84,9 +84,20 @@ def main():
         raise app.UsageError(f"--sentence={error}; no attention to draw") from error
     maps = attention_maps(model, translator.tokenizer, FLAGS.sentence, output)
     heads = _parse_indices(FLAGS.heads, model.config.num_heads, "heads")
+    # Every kind's indices checked before the first PNG is written.
+    chosen = {}
+    for kind in KINDS:
+        weights, queries, _ = maps[kind]
+        owner = f"its {kind} attention"
+        chosen[kind] = (
+            _parse_indices(FLAGS.layers, weights.shape[0], "layers", owner),
+            _parse_indices(FLAGS.queries, len(queries), "queries", owner)
+            if FLAGS.style == "lines"
+            else None,
+        )
     for kind in KINDS:
         weights, queries, keys = maps[kind]
-        layers = _parse_indices(FLAGS.layers, weights.shape[0], "layers")
+        layers, query_indices = chosen[kind]
         title = f"{kind.replace('_', ' ')} attention"
         if FLAGS.style == "heatmap":
             figures = {
@@ -95,12 +106,9 @@ def main():
                 )
             }
         else:
-            chosen = _parse_indices(
-                FLAGS.queries, len(queries), "queries", f"its {kind} attention"
-            )
             figures = {
                 f"{FLAGS.output_prefix}_{kind}_layer{layer}.png": plot_attention_lines(
-                    weights, queries, keys, layer, heads, chosen, title
+                    weights, queries, keys, layer, heads, query_indices, title
                 )
                 for layer in layers
             }

@@ -6,7 +6,8 @@ model_dir.
 
 The paper averages the last 5 (base) or 20 (big) checkpoints. The output
 is a model_dir of its own (config, vocabulary, one checkpoint named after
-the newest step) that t2t-eval, t2t-translate and t2t-export take.
+the newest step averaged, with --select=best the best one's) that
+t2t-eval, t2t-translate and t2t-export take.
 """
 
 from absl import flags

@@ -23,13 +23,20 @@ from absl import app, flags
 
 from t2t_repro.cli import TOOL_PREFIX, tool_help
 from t2t_repro.cli import flags as cli_flags
-from t2t_repro.config import ConfigError
+from t2t_repro.config import ConfigError, MissingExtraError
 from t2t_repro.data import DataError
 from t2t_repro.training import TrainingError
 
 FLAGS = flags.FLAGS
 # Errors that describe the user's input or files, not a bug.
-USER_ERRORS = (app.UsageError, DataError, ConfigError, TrainingError, OSError)
+USER_ERRORS = (
+    app.UsageError,
+    DataError,
+    ConfigError,
+    MissingExtraError,
+    TrainingError,
+    OSError,
+)
 # TensorFlow's file-system errors (tf.io.gfile, SavedModel writing).
 _TENSORFLOW_FILE_ERRORS = (
     "NotFoundError",

@@ -66,9 +66,12 @@ def write_results(output_dir, name, hypotheses, scores):
             earlier = json.load(handle)
     except (OSError, ValueError):
         earlier = {}
-    settings = [key for key in ("checkpoint", "beam_size", "alpha") if key in earlier]
-    # A checkpoint named by another path to the same run is the same one.
-    same = {"checkpoint": lambda a, b: os.path.basename(a) == os.path.basename(b)}
+    settings = [
+        key for key in ("checkpoint", "test", "beam_size", "alpha") if key in earlier
+    ]
+    # A checkpoint named by another path to the same file (a link) is the
+    # same one; RUN/ckpt-9 and RUN-average/ckpt-9 are not.
+    same = {"checkpoint": lambda a, b: os.path.realpath(a) == os.path.realpath(b)}
     if any(
         not same.get(key, operator.eq)(earlier[key], scores[key]) for key in settings
     ):
@@ -98,6 +101,7 @@ def main():
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.precision import in_precision, resolve_precision
     from t2t_repro.evaluation import format_scores, score_corpus
+    from t2t_repro.files import check_writable
     from t2t_repro.inference.threads import use_decoding_threads
     from t2t_repro.run_dir import CONFIG_FILENAME, EVAL_DIRNAME, RunDir
 
@@ -108,11 +112,15 @@ def main():
     run_dir = RunDir(FLAGS.model_dir)
     check_command_line_model_flags(run_dir.load_config(), run_dir.file(CONFIG_FILENAME))
     model, proto, checkpoint = load_model(FLAGS.model_dir, FLAGS.checkpoint)
-    # Made before the translation: an unwritable one fails in a second, not
-    # after the whole test set.
-    output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, EVAL_DIRNAME)
-    os.makedirs(output_dir, exist_ok=True)
     precision = resolve_precision(FLAGS.precision)
+    # A bf16 evaluation of a step is kept apart from the float32 one.
+    suffix = "" if precision == "fp32" else f"_{precision}"
+    output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, EVAL_DIRNAME)
+    summaries_dir = os.path.join(FLAGS.model_dir, EVAL_DIRNAME + suffix)
+    # Written to before the translation: an unwritable one fails in a
+    # second, not after the whole test set.
+    for directory in {output_dir, summaries_dir}:
+        check_writable(directory)
     model = in_precision(model, precision)
     hypotheses, _, scores = score_corpus(
         model, make_tokenizer(proto), corpus, decoding_from_flags(), progress=True
@@ -127,12 +135,10 @@ def main():
         alpha=FLAGS.alpha,
         precision=precision,
     )
-    # A bf16 evaluation of a step is kept apart from the float32 one.
-    suffix = "" if precision == "fp32" else f"_{precision}"
-    write_summaries(os.path.join(FLAGS.model_dir, EVAL_DIRNAME + suffix), step, scores)
     base = write_results(
         output_dir, f"{test_name}.step{step}{suffix}", hypotheses, scores
     )
+    write_summaries(summaries_dir, step, scores)
     print(format_scores(scores))
     print(f"hypotheses and scores: {base}.hyp, {base}.json")
 

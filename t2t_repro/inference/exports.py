@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from t2t_repro.config import ConfigError, DecodingOptions, flag_name
@@ -114,7 +115,9 @@ def check_export_limits(loaded, path, alpha, beam_size=None, prefix="--"):
         )
         limits.append("--max_beam_size")
     max_alpha = float(loaded.max_alpha.numpy())
-    if alpha > max_alpha:
+    # Compared in float32, as the export's graph compares them: 0.7 is
+    # stored as 0.69999999, under the 0.7 a client asks for.
+    if np.float32(alpha) > np.float32(max_alpha):
         over.append(f"{prefix}alpha={alpha:g} is over its max_alpha={max_alpha:g}")
         limits.append("--max_alpha")
     if over:

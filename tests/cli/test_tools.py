@@ -203,3 +203,35 @@ def test_eval_results_replacing_those_of_other_settings_say_so(tmp_path, caplog)
     assert (tmp_path / "test.step9.hyp").read_text() == "c\n"
     assert json.loads((tmp_path / "test.step9.json").read_text())["beam_size"] == 4
     assert sorted(os.listdir(tmp_path)) == ["test.step9.hyp", "test.step9.json"]
+    # The same step of another run (an average of this one) is other weights.
+    caplog.clear()
+    later = {**scores, "beam_size": 4}
+    write_results(str(tmp_path), "test.step9", ["d"], later)
+    assert "replacing" not in caplog.text
+    write_results(
+        str(tmp_path),
+        "test.step9",
+        ["e"],
+        {**later, "checkpoint": "run/average/ckpt-9"},
+    )
+    assert "the results of checkpoint run/ckpt-9, beam_size 4" in caplog.text
+
+
+def test_eval_refuses_an_unwritable_output_before_translating(toy_run_dir, tmp_path):
+    """/proc takes no new file, whoever runs the test (root included)."""
+    for lang, line in (("de", "ein hund"), ("en", "a dog")):
+        (tmp_path / f"test.{lang}").write_text(f"{line}\n", "utf-8")
+    result = run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "eval",
+            f"--model_dir={toy_run_dir}",
+            f"--test_src={tmp_path}/test.de",
+            f"--test_tgt={tmp_path}/test.en",
+            "--output_dir=/proc",
+        ]
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "translated" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("t2t-eval: error: /proc/")

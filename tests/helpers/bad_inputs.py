@@ -494,7 +494,7 @@ _ROWS = {
     "average": [
         (
             "fewer checkpoints than asked",
-            "--model_dir={run} --output_dir={d}/average --num_checkpoints=99",
+            "--model_dir={run} --output_dir={m} --num_checkpoints=99",
             "cannot average the last 99",
         ),
         (
