@@ -4,7 +4,6 @@ one damaged anyway (a truncated copy, a full disk) is named in one line."""
 import contextlib
 import ctypes
 import errno
-import fcntl
 import hashlib
 import json
 import os
@@ -18,6 +17,7 @@ import uuid
 import tensorflow as tf
 
 from t2t_repro.config import ConfigError
+from t2t_repro.writer_lock import hold_writer_lock, writer_is_gone
 
 _CHUNK_BYTES = 1 << 20
 
@@ -51,9 +51,8 @@ def check_writable(directory):
     tf.io.gfile.remove(probe)
 
 
-# Inside a partial directory while its writer lives: the writer holds an
-# flock on it, which the kernel releases when the writer dies, whatever
-# its host name or PID namespace (containers sharing a volume).
+# Inside a partial directory while its writer lives, locked by it
+# (`hold_writer_lock`).
 _WRITER_LOCK = ".writer.lock"
 
 
@@ -75,16 +74,8 @@ def _remove_dead_writers_partials(destination):
         return
     for name in os.listdir(parent):
         lock_path = os.path.join(parent, name, _WRITER_LOCK)
-        if not name.startswith(prefix) or not os.path.exists(lock_path):
-            continue
-        try:
-            with open(lock_path, "rb") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # its writer is alive
-        except FileNotFoundError:
-            continue  # finished or removed meanwhile
-        shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        if name.startswith(prefix) and writer_is_gone(lock_path):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
 
 
 # renameat2(2) of Linux 3.15+ (glibc 2.28+), whose RENAME_EXCHANGE swaps
@@ -166,7 +157,7 @@ def directory_written_whole(destination, replace=False):
     lock = None
     if _is_local(partial):
         lock = open(os.path.join(partial, _WRITER_LOCK), "wb")
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        hold_writer_lock(lock)
     try:
         with _sigterm_raises():
             yield partial

@@ -47,8 +47,8 @@ def checkpoint_identity(checkpoint):
 # Where a checkpoint keeps Adam's moments: an fp16 run's optimizer is
 # Keras' LossScaleOptimizer, which holds Adam as its inner optimizer.
 _MOMENTS_PREFIXES = {
-    "optimizer/_variables/": "plain",
     "optimizer/inner_optimizer/_variables/": "loss-scaled",
+    "optimizer/_variables/": "plain",
 }
 
 

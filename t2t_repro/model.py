@@ -313,7 +313,7 @@ class Transformer(keras.Model):
         config = dict(config)
         if "dtype" not in config:  # a config written without it
             return cls(**config)
-        with global_policy(keras.dtype_policies.deserialize(config.pop("dtype"))):
+        with global_policy(keras.dtype_policies.get(config.pop("dtype"))):
             return cls(**config)
 
 

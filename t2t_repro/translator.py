@@ -24,6 +24,7 @@ from t2t_repro.inference.exports import (
     check_export_limits,
     load_export,
     refuse_oversized,
+    request_byte_limit,
 )
 from t2t_repro.inference.graph import TranslationGraph
 from t2t_repro.serving import model_and_vocabulary
@@ -104,13 +105,7 @@ class Translator:
         self.graph = graph
         self.batch_tokens = batch_tokens
         self.max_batch_sentences = int(graph.max_batch_sentences.numpy())
-        # An export refuses a request of more bytes; a graph built in this
-        # process has no limit.
-        self.max_request_bytes = (
-            int(graph.max_request_bytes.numpy())
-            if hasattr(graph, "max_request_bytes")
-            else None
-        )
+        self.max_request_bytes = request_byte_limit(graph)
 
     @classmethod
     def from_model(cls, model, vocabulary, precision=None):

@@ -28,16 +28,25 @@ def pytest_configure(config):
         )
 
 
+# Session fixtures too costly to build on each xdist worker: the model
+# trained to copy (800 steps, a minute or two) that two modules share.
+_BUILT_ONCE = ("copy_model",)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Under `-n 2` (`--dist loadgroup`, pyproject's addopts), the tests of
     a module that has a module-scoped fixture run on one xdist worker:
     split over two, each worker would build the fixture (an export, a
-    trained run, a matrix of tool processes) again."""
+    trained run, a matrix of tool processes) again. So do the tests that
+    use a fixture of `_BUILT_ONCE`."""
     for item in items:
         fixtures = getattr(item, "_fixtureinfo", None)
-        definitions = fixtures.name2fixturedefs.values() if fixtures else ()
-        if any(d.scope == "module" for defs in definitions for d in defs):
+        definitions = fixtures.name2fixturedefs if fixtures else {}
+        shared = [name for name in _BUILT_ONCE if name in definitions]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0]))
+        elif any(d.scope == "module" for defs in definitions.values() for d in defs):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 

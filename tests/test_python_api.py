@@ -29,6 +29,7 @@ from t2t_repro.ct2 import CTranslate2Translator
 from t2t_repro.data.pipeline import training_batches
 from t2t_repro.data.vocabulary import make_tokenizer
 from t2t_repro.inference.scoring import Scorer
+from t2t_repro.inference.translators import SavedModelTranslator
 from t2t_repro.run_dir import RunDir
 from t2t_repro.serving import model_and_vocabulary
 from t2t_repro.training.losses import smoothed_cross_entropy_stats
@@ -298,6 +299,17 @@ def test_requests_to_an_export_stay_within_its_max_request_bytes(exported):
     loaded.max_request_bytes.assign(8192)
     translations = t2t_repro.Translator(loaded).translate(sentences, beam_size=1)
     assert len(translations) == 3 and len(set(translations)) == 1
+    # t2t-translate --saved_model's translator, which reads the limit
+    # from the export (patched after, as the fixture's is 1 MiB).
+    tool = SavedModelTranslator(exported, DecodingOptions(beam_size=1))
+    tool.max_request_bytes = 8192
+    sent = []
+    translate_batch = tool._translate_batch
+    tool._translate_batch = lambda inputs: (
+        sent.append(sum(map(len, inputs.numpy()))) or translate_batch(inputs)
+    )
+    assert tool.translate(sentences) == translations
+    assert len(sent) > 1 and max(sent) <= 8192
     scorer = Scorer(loaded)
     results, _ = scorer.score(sentences, ["a dog"] * 3)
     assert len(results) == 3

@@ -80,11 +80,45 @@ def _tf_function_calls(tree):
                 yield decorator.lineno, {}
 
 
+# tf.data's methods that take a function, and its argument's position:
+# tf.data converts it with AutoGraph unless it is wrapped in
+# do_not_convert.
+_DATASET_FUNCTION_ARGUMENT = {
+    "map": 0,
+    "filter": 0,
+    "flat_map": 0,
+    "interleave": 0,
+    "bucket_by_sequence_length": 0,
+    "reduce": 1,
+}
+
+
+def _dataset_calls_converted(tree):
+    """Lines of `tree` that hand tf.data a function not wrapped in
+    do_not_convert (`strategy.reduce` takes no function)."""
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _DATASET_FUNCTION_ARGUMENT
+            and not ast.unparse(node.func.value).endswith("strategy")
+        ):
+            continue
+        index = _DATASET_FUNCTION_ARGUMENT[node.func.attr]
+        function = node.args[index] if len(node.args) > index else None
+        if not (
+            isinstance(function, ast.Call)
+            and ast.unparse(function.func).endswith("do_not_convert")
+        ):
+            yield node.lineno
+
+
 def test_no_function_of_the_package_is_converted_by_autograph():
     # AutoGraph converts a function when it is first traced, from the
     # source file as it is then: a package edited or upgraded while a run
     # goes on gives it another function's lines (a finite check once read
-    # "not finite" so, and refused to save).
+    # "not finite" so, and refused to save). tf.data traces the functions
+    # of a pipeline when it is built, a dev set's at each evaluation.
     package = os.path.join(REPO, "t2t_repro")
     converted = []
     for directory, _, names in os.walk(package):
@@ -92,10 +126,12 @@ def test_no_function_of_the_package_is_converted_by_autograph():
             path = os.path.join(directory, name)
             with open(path, encoding="utf-8") as handle:
                 tree = ast.parse(handle.read())
+            where = os.path.relpath(path, REPO)
             for line, keywords in _tf_function_calls(tree):
                 autograph = keywords.get("autograph")
                 if not (
                     isinstance(autograph, ast.Constant) and autograph.value is False
                 ):
-                    converted.append(f"{os.path.relpath(path, REPO)}:{line}")
+                    converted.append(f"{where}:{line}")
+            converted += [f"{where}:{line}" for line in _dataset_calls_converted(tree)]
     assert converted == []

@@ -67,7 +67,9 @@ def write_results(output_dir, name, hypotheses, scores):
     except (OSError, ValueError):
         earlier = {}
     settings = [
-        key for key in ("checkpoint", "test", "beam_size", "alpha") if key in earlier
+        key
+        for key in ("checkpoint", "test_source", "beam_size", "alpha")
+        if key in earlier
     ]
     # A checkpoint named by another path to the same file (a link) is the
     # same one; RUN/ckpt-9 and RUN-average/ckpt-9 are not.
@@ -97,11 +99,13 @@ def write_summaries(log_dir, step, scores):
 
 
 def main():
+    import tensorflow as tf
+
     from t2t_repro.checkpoints import checkpoint_step, load_model
     from t2t_repro.data.vocabulary import make_tokenizer
     from t2t_repro.decoding.precision import in_precision, resolve_precision
     from t2t_repro.evaluation import format_scores, score_corpus
-    from t2t_repro.files import check_writable
+    from t2t_repro.files import check_writable, file_error_cause
     from t2t_repro.inference.threads import use_decoding_threads
     from t2t_repro.run_dir import CONFIG_FILENAME, EVAL_DIRNAME, RunDir
 
@@ -117,10 +121,20 @@ def main():
     suffix = "" if precision == "fp32" else f"_{precision}"
     output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, EVAL_DIRNAME)
     summaries_dir = os.path.join(FLAGS.model_dir, EVAL_DIRNAME + suffix)
-    # Written to before the translation: an unwritable one fails in a
-    # second, not after the whole test set.
-    for directory in {output_dir, summaries_dir}:
-        check_writable(directory)
+    # Written to before the translation: an unwritable --output_dir fails
+    # in a second, not after the whole test set. The run's TensorBoard
+    # summaries are a side output: a run this user cannot write to is
+    # evaluated without them.
+    check_writable(output_dir)
+    try:
+        check_writable(summaries_dir)
+    except (OSError, tf.errors.OpError) as error:
+        logging.warning(
+            "%s: cannot be written (%s): no TensorBoard summaries of this evaluation",
+            summaries_dir,
+            file_error_cause(error),
+        )
+        summaries_dir = None
     model = in_precision(model, precision)
     hypotheses, _, scores = score_corpus(
         model, make_tokenizer(proto), corpus, decoding_from_flags(), progress=True
@@ -131,6 +145,13 @@ def main():
         checkpoint=checkpoint,
         step=step,
         test=test_name,
+        # Two test sets of one file name (2016/test.de, 2017/test.de) are
+        # told apart by it.
+        test_source=(
+            f"{corpus.tfds_name}:{corpus.tfds_split}"
+            if corpus.tfds_name
+            else os.path.abspath(corpus.name)
+        ),
         beam_size=FLAGS.beam_size,
         alpha=FLAGS.alpha,
         precision=precision,
@@ -138,7 +159,8 @@ def main():
     base = write_results(
         output_dir, f"{test_name}.step{step}{suffix}", hypotheses, scores
     )
-    write_summaries(summaries_dir, step, scores)
+    if summaries_dir is not None:
+        write_summaries(summaries_dir, step, scores)
     print(format_scores(scores))
     print(f"hypotheses and scores: {base}.hyp, {base}.json")
 

@@ -15,7 +15,6 @@ checkout) stands in for the network for the files it holds.
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import http.client
 import os
@@ -26,6 +25,7 @@ import urllib.parse
 import urllib.request
 
 from t2t_repro.data import DataError
+from t2t_repro.writer_lock import hold_writer_lock, writer_is_gone
 
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 MULTI30K_BASE_URL = (
@@ -275,21 +275,17 @@ _DEAD_PARTIAL_SECONDS = 10
 
 def _remove_dead_partials(folder, name):
     """Removes the temporary files of `_write_verified` for `name` in
-    `folder` whose writer died (a kill): those whose lock can be taken."""
+    `folder` whose writer died (a kill)."""
     prefix = f".{name}.partial-"
     for entry in os.listdir(folder):
         path = os.path.join(folder, entry)
-        try:
+        with contextlib.suppress(FileNotFoundError):  # gone meanwhile
             if (
-                not entry.startswith(prefix)
-                or time.time() - os.stat(path).st_mtime < _DEAD_PARTIAL_SECONDS
+                entry.startswith(prefix)
+                and time.time() - os.stat(path).st_mtime >= _DEAD_PARTIAL_SECONDS
+                and writer_is_gone(path)
             ):
-                continue
-            with open(path, "rb") as partial:
-                fcntl.flock(partial, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.remove(path)
-        except (BlockingIOError, FileNotFoundError):
-            continue  # its writer is alive, or it went meanwhile
 
 
 @contextlib.contextmanager
@@ -320,7 +316,7 @@ def _write_verified(path, chunks, expected_sha256, origin):
         with open(
             os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb"
         ) as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            hold_writer_lock(handle)
             for chunk in chunks:
                 digest.update(chunk)
                 with _naming_write_errors(path):
@@ -330,13 +326,15 @@ def _write_verified(path, chunks, expected_sha256, origin):
                 # On disk before the rename, so a crash cannot leave the
                 # final name pointing at missing data.
                 os.fsync(handle.fileno())
-        if digest.hexdigest() != expected_sha256:
-            raise DataError(
-                f"{origin}: SHA-256 {digest.hexdigest()}, "
-                f"expected {expected_sha256}; not written to "
-                f"{path}"
-            )
-        os.replace(temporary, path)
+            if digest.hexdigest() != expected_sha256:
+                raise DataError(
+                    f"{origin}: SHA-256 {digest.hexdigest()}, "
+                    f"expected {expected_sha256}; not written to "
+                    f"{path}"
+                )
+            # Renamed while still locked: no other fetch takes it for a
+            # dead writer's.
+            os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)

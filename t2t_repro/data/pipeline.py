@@ -5,6 +5,7 @@ import tensorflow as tf
 from absl import logging
 
 from t2t_repro.config import BOS_ID, PAD_ID
+from t2t_repro.data.text_files import do_not_convert
 from t2t_repro.data.vocabulary import truncate_keeping_eos
 
 _TOKENIZE_BATCH = 512
@@ -40,9 +41,12 @@ def tokenize_pairs(pairs, tokenizer):
 
     return (
         pairs.batch(_TOKENIZE_BATCH)
-        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        .map(
+            do_not_convert(tokenize),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
         .rebatch(1)
-        .map(lambda s, t: (s[0], t[0]))
+        .map(do_not_convert(lambda s, t: (s[0], t[0])))
     )
 
 
@@ -56,14 +60,16 @@ def fit_to_max_length(tokenized, max_length, overlong="drop"):
     Truncation keeps the final EOS (`vocabulary.truncate_keeping_eos`).
     """
     if overlong == "drop":
-        return tokenized.filter(lambda s, t: _longest_side(s, t) <= max_length)
+        return tokenized.filter(
+            do_not_convert(lambda s, t: _longest_side(s, t) <= max_length)
+        )
     if overlong == "truncate":
 
         def truncate(ids):
             rows = tf.RaggedTensor.from_tensor(ids[tf.newaxis])
             return truncate_keeping_eos(rows, max_length)[0]
 
-        return tokenized.map(lambda s, t: (truncate(s), truncate(t)))
+        return tokenized.map(do_not_convert(lambda s, t: (truncate(s), truncate(t))))
     raise ValueError(f"overlong must be 'drop' or 'truncate', got {overlong!r}")
 
 
@@ -86,8 +92,14 @@ def count_overlong(pairs, tokenizer, max_length):
 
     totals = (
         pairs.batch(_TOKENIZE_BATCH)
-        .map(longest_sides, num_parallel_calls=tf.data.AUTOTUNE)
-        .reduce((tf.constant(0, tf.int64), tf.constant(0, tf.int64)), count)
+        .map(
+            do_not_convert(longest_sides),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        .reduce(
+            (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+            do_not_convert(count),
+        )
     )
     return tuple(int(value) for value in totals)
 
@@ -162,13 +174,13 @@ def batch_by_tokens(tokenized, batch_tokens, max_length):
     # bucket_by_sequence_length pads to boundary - 1 for bucket i, and the
     # extra final batch size covers lengths >= the last boundary (none here).
     batched = tokenized.bucket_by_sequence_length(
-        _longest_side,
+        do_not_convert(_longest_side),
         bucket_boundaries=[n + 1 for n in lengths],
         bucket_batch_sizes=batch_sizes + [batch_sizes[-1]],
         pad_to_bucket_boundary=True,
         padding_values=(PAD_ID, PAD_ID),
     )
-    return batched.map(_to_model_inputs)
+    return batched.map(do_not_convert(_to_model_inputs))
 
 
 def real_and_padded_tokens(source, target):

@@ -10,6 +10,13 @@ import tensorflow as tf
 
 from t2t_repro.data import DataError
 
+# For the functions handed to tf.data (map, filter, reduce...), which it
+# would convert with AutoGraph when a pipeline is built, from the source
+# as it is then: a dev pipeline is rebuilt hours into a run, when the
+# package may have been edited or upgraded. None of them needs AutoGraph
+# (no Python control flow on tensors).
+do_not_convert = tf.autograph.experimental.do_not_convert
+
 _MAX_REPORTED_LINES = 10
 STDIN = "-"
 
@@ -148,11 +155,17 @@ def text_file_pairs(source_path, target_path, keep_empty=False):
     and assumes they are valid.
     """
     pairs = tf.data.Dataset.zip(_line_dataset(source_path), _line_dataset(target_path))
-    pairs = pairs.map(lambda s, t: (tf.strings.strip(s), tf.strings.strip(t)))
+    pairs = pairs.map(
+        do_not_convert(lambda s, t: (tf.strings.strip(s), tf.strings.strip(t)))
+    )
     if keep_empty:
         return pairs
     return pairs.filter(
-        lambda s, t: tf.logical_and(tf.strings.length(s) > 0, tf.strings.length(t) > 0)
+        do_not_convert(
+            lambda s, t: tf.logical_and(
+                tf.strings.length(s) > 0, tf.strings.length(t) > 0
+            )
+        )
     )
 
 

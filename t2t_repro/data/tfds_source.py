@@ -4,6 +4,7 @@ import socket
 import urllib.parse
 
 from t2t_repro.data import DataError
+from t2t_repro.data.text_files import do_not_convert
 
 # Where the WMT builders download from; probed so that an offline machine
 # fails in seconds instead of retrying for minutes.
@@ -66,4 +67,4 @@ def tfds_pairs(
             download_config=tfds.download.DownloadConfig(manual_dir=manual_dir)
         )
     dataset = builder.as_dataset(split=split, shuffle_files=False)
-    return dataset.map(lambda ex: (ex[source_lang], ex[target_lang]))
+    return dataset.map(do_not_convert(lambda ex: (ex[source_lang], ex[target_lang])))

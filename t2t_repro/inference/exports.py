@@ -85,6 +85,14 @@ def load_export(path):
     return tf.saved_model.load(path)
 
 
+def request_byte_limit(graph):
+    """The most UTF-8 bytes of strings one request to `graph` may hold: an
+    export's max_request_bytes; None (any) for a graph built in this
+    process."""
+    limit = getattr(graph, "max_request_bytes", None)
+    return None if limit is None else int(limit.numpy())
+
+
 def refuse_oversized(sentences, limit, name_of, export, prefix="--"):
     """Refuses (DataError) the first of `sentences` (str or bytes) over an
     export's max_sentence_bytes `limit`, which its graph would refuse in a

@@ -8,7 +8,11 @@ import tensorflow as tf
 
 from t2t_repro.config import DecodingOptions
 from t2t_repro.inference.batching import count_true, in_order_by_length, utf8_size
-from t2t_repro.inference.exports import check_export_limits, load_export
+from t2t_repro.inference.exports import (
+    check_export_limits,
+    load_export,
+    request_byte_limit,
+)
 from t2t_repro.inference.graph import TranslationGraph
 
 
@@ -39,12 +43,8 @@ class Scorer:
         self.max_batch_sentences = min(
             decoding.max_batch_sentences, int(graph.max_batch_sentences.numpy())
         )
-        # An export refuses a request of more bytes (sources and targets).
-        self.max_request_bytes = (
-            int(graph.max_request_bytes.numpy())
-            if hasattr(graph, "max_request_bytes")
-            else None
-        )
+        # Of sources and targets together.
+        self.max_request_bytes = request_byte_limit(graph)
 
     @classmethod
     def from_model(cls, model, tokenizer, decoding=DecodingOptions()):

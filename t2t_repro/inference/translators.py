@@ -6,7 +6,11 @@ t2t-attention), `SavedModelTranslator` an export's `translate` signature
 
 from t2t_repro.config import DecodingOptions
 from t2t_repro.inference.batching import BatchingTranslator, signature_n_best
-from t2t_repro.inference.exports import check_export_limits, load_export
+from t2t_repro.inference.exports import (
+    check_export_limits,
+    load_export,
+    request_byte_limit,
+)
 from t2t_repro.inference.graph import TranslationGraph
 
 
@@ -55,7 +59,7 @@ class SavedModelTranslator(BatchingTranslator):
         self._signature = loaded.signatures["translate"]
         self._export_cap = int(loaded.max_batch_sentences.numpy())
         self.max_sentence_bytes = int(loaded.max_sentence_bytes.numpy())
-        self.max_request_bytes = int(loaded.max_request_bytes.numpy())
+        self.max_request_bytes = request_byte_limit(loaded)
 
     def _max_batch_sentences(self):
         return min(self.decoding.max_batch_sentences, self._export_cap)

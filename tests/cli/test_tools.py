@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -215,6 +216,41 @@ def test_eval_results_replacing_those_of_other_settings_say_so(tmp_path, caplog)
         {**later, "checkpoint": "run/average/ckpt-9"},
     )
     assert "the results of checkpoint run/ckpt-9, beam_size 4" in caplog.text
+    # Another test set of the same file name.
+    caplog.clear()
+    sets = [{**later, "test_source": f"/data/{year}/test.de"} for year in (16, 17)]
+    write_results(str(tmp_path), "test.step9", ["f"], sets[0])
+    write_results(str(tmp_path), "test.step9", ["g"], sets[1])
+    assert "test_source /data/16/test.de" in caplog.text
+
+
+@pytest.mark.slow
+def test_eval_of_a_run_it_cannot_write_to_leaves_out_the_summaries(
+    toy_run_dir, tmp_path
+):
+    """A file named eval in the run (where TensorBoard's summaries go)
+    stands for a run this user cannot write to, root included."""
+    run = tmp_path / "run"
+    shutil.copytree(toy_run_dir, run)
+    shutil.rmtree(run / "eval", ignore_errors=True)  # another test's t2t-eval
+    (run / "eval").write_text("not a directory")
+    for lang, line in (("de", "ein hund"), ("en", "a dog")):
+        (tmp_path / f"test.{lang}").write_text(f"{line}\n", "utf-8")
+    result = run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "eval",
+            f"--model_dir={run}",
+            f"--test_src={tmp_path}/test.de",
+            f"--test_tgt={tmp_path}/test.en",
+            f"--output_dir={tmp_path}/out",
+        ]
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"{run}/eval: cannot be written (" in result.stderr
+    assert "no TensorBoard summaries of this evaluation" in result.stderr
+    assert [p.suffix for p in sorted((tmp_path / "out").iterdir())] == [".hyp", ".json"]
 
 
 def test_eval_refuses_an_unwritable_output_before_translating(toy_run_dir, tmp_path):

@@ -86,6 +86,7 @@ def _with_scores(lines):
     return ([text for _, text in fields], [float(score) for score, _ in fields])
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_uninterrupted_output(run_dir, reference, tmp_path):
     sources = SOURCES * 10  # 110 lines, 55 chunks of 2
     expected = reference[0] * 10, reference[1] * 10
