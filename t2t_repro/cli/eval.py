@@ -120,7 +120,7 @@ def main():
     # A bf16 evaluation of a step is kept apart from the float32 one.
     suffix = "" if precision == "fp32" else f"_{precision}"
     output_dir = FLAGS.output_dir or os.path.join(FLAGS.model_dir, EVAL_DIRNAME)
-    summaries_dir = os.path.join(FLAGS.model_dir, EVAL_DIRNAME + suffix)
+    summaries_dir: str | None = os.path.join(FLAGS.model_dir, EVAL_DIRNAME + suffix)
     # Written to before the translation: an unwritable --output_dir fails
     # in a second, not after the whole test set. The run's TensorBoard
     # summaries are a side output: a run this user cannot write to is
