@@ -32,6 +32,12 @@ _SACREBLEU_TOKENIZE = {"zh": "zh", "ja": "ja-mecab", "ko": "ko-mecab"}
 _WITHOUT_MECAB = "char"
 
 
+def primary_language(code):
+    """A language code's primary subtag, as the tokenizers key rules by:
+    "zh-CN", "zh_Hans" and "ZH" are "zh"; None and "" stay."""
+    return code.replace("_", "-").split("-")[0].lower() if code else code
+
+
 def sacrebleu_metric(target_lang, tokenize=None):
     """sacreBLEU's BLEU with `tokenize` if given, else with the tokenizer
     for `target_lang` (sacreBLEU's 13a for any other language or none).
@@ -43,6 +49,7 @@ def sacrebleu_metric(target_lang, tokenize=None):
             raise ConfigError(
                 f"--sacrebleu_tokenize={tokenize}: " + " ".join(str(error).split())
             ) from error
+    target_lang = primary_language(target_lang)
     tokenize = _SACREBLEU_TOKENIZE.get(target_lang, sacrebleu.BLEU.TOKENIZER_DEFAULT)
     try:
         return sacrebleu.BLEU(tokenize=tokenize)
@@ -71,7 +78,7 @@ def multi_bleu(hypotheses, references):
 
 def _moses_lang(lang):
     """sacremoses' own default, English, without a target language."""
-    return lang or "en"
+    return primary_language(lang) or "en"
 
 
 def split_compounds(tokenized):

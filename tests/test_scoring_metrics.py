@@ -133,10 +133,23 @@ def test_no_target_language_means_moses_english_rules():
         == ["it isn &apos;t &quot; mr. smith &apos;s &quot; dog ."]
     )
     assert literature_tokenized(sentence, "fr") != literature_tokenized(sentence, "en")
+    # A region or script subtag keeps the language's rules.
+    assert literature_tokenized(sentence, "fr-CA") == literature_tokenized(
+        sentence, "fr"
+    )
 
 
 @pytest.mark.parametrize(
-    "target_lang, tokenizer", [("zh", "zh"), ("de", "13a"), (None, "13a"), ("", "13a")]
+    "target_lang, tokenizer",
+    [
+        ("zh", "zh"),
+        ("zh-CN", "zh"),
+        ("ZH", "zh"),
+        ("zh_Hans", "zh"),
+        ("de", "13a"),
+        (None, "13a"),
+        ("", "13a"),
+    ],
 )
 def test_target_language_chooses_the_sacrebleu_tokenizer(target_lang, tokenizer):
     scores = score_translations(CHINESE_HYPOTHESES, CHINESE_REFERENCES, target_lang)

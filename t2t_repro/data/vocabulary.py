@@ -2,6 +2,7 @@
 
 import io
 import os
+import re
 
 import tensorflow as tf
 from absl import logging
@@ -12,6 +13,25 @@ from t2t_repro.files import write_atomically
 
 # The vocabulary's file in a run directory and in a CTranslate2 export.
 SPM_MODEL_FILENAME = "spm.model"
+
+
+# "Vocabulary size is smaller than required_chars. 100 vs 304.": with
+# character_coverage 1.0 every character of the sample is a piece.
+_TOO_FEW_PIECES = re.compile(r"smaller than required_chars\. (\d+) vs (\d+)")
+
+
+def _sentencepiece_refusal(error, vocab_size):
+    """SentencePiece's RuntimeError as one line in the tools' terms (its own
+    names flags t2t-train does not have)."""
+    if match := _TOO_FEW_PIECES.search(str(error)):
+        return (
+            f"--vocab_size={vocab_size}: the training sample's characters and "
+            f"the special pieces need {match[2]}; give at least that"
+        )
+    return (
+        "SentencePiece cannot learn a vocabulary from the training sample: "
+        + " ".join(str(error).split())
+    )
 
 
 def train_sentencepiece(
@@ -33,22 +53,25 @@ def train_sentencepiece(
 
     spm.set_random_generator_seed(seed + 1)  # 0 would mean "random"
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_writer=model,
-        vocab_size=vocab_size,
-        model_type=model_type,
-        character_coverage=character_coverage,
-        pad_id=PAD_ID,
-        unk_id=UNK_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        hard_vocab_limit=False,
-        input_sentence_size=10_000_000,
-        shuffle_input_sentence=True,
-        num_threads=os.cpu_count() or 1,
-        minloglevel=2,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            hard_vocab_limit=False,
+            input_sentence_size=10_000_000,
+            shuffle_input_sentence=True,
+            num_threads=os.cpu_count() or 1,
+            minloglevel=2,
+        )
+    except RuntimeError as error:  # SentencePiece's refusals
+        raise DataError(_sentencepiece_refusal(error, vocab_size)) from None
     size = vocab_size_of(model.getvalue())
     if size < vocab_size:
         logging.warning(

@@ -164,7 +164,8 @@ def data_identity(sources):
     ({split: Corpus or None}; None gives None), for training.json to tell
     whether a resumed run reads the data it started on. A file's identity
     is its path, size and SHA-256, which costs a read of it (once a start);
-    a TFDS split's, the builder's name, the split and its version."""
+    a TFDS split's, the builder's name, the split, its version and the
+    direction read."""
     if sources is None:
         return None
     identities = {}
@@ -195,6 +196,9 @@ def data_identity(sources):
                     "tfds": corpus.tfds_name,
                     "split": corpus.tfds_split,
                     "version": str(builder.version),
+                    # Which feature is the source: en-de and de-en read
+                    # one split.
+                    "direction": f"{corpus.source_lang}-{corpus.target_lang}",
                 }
             ]
     return identities
@@ -252,6 +256,10 @@ def record_start(run_dir, options, input_context, allow_changes=False, data=None
 _NO_SOURCE: dict[str, str] = {}
 
 
+# Keys a data identity gained after runs had recorded theirs.
+_LATER_KEYS = ("direction",)
+
+
 def _data_changes(recorded, current):
     """(name, what changed) of each data source whose identity differs from
     the one `recorded` (see `record_start`). A split on one side only is
@@ -262,11 +270,14 @@ def _data_changes(recorded, current):
         for before, now in itertools.zip_longest(
             recorded[split], current[split], fillvalue=_NO_SOURCE
         ):
-            # A moved file is the same data.
+            # A moved file is the same data; an identity recorded before
+            # it had a key of _LATER_KEYS is not refused for lacking it.
             differing = sorted(
                 k
                 for k in before.keys() | now.keys()
-                if k != "path" and before.get(k) != now.get(k)
+                if k != "path"
+                and (k in before or k not in _LATER_KEYS or before is _NO_SOURCE)
+                and before.get(k) != now.get(k)
             )
             if differing:
                 source = now or before

@@ -224,6 +224,24 @@ def test_eval_results_replacing_those_of_other_settings_say_so(tmp_path, caplog)
     assert "test_source /data/16/test.de" in caplog.text
 
 
+def _eval_one_pair(directory, model_dir, output_dir):
+    """t2t-eval of `model_dir` on one pair written to DIRECTORY/test.*,
+    its results to `output_dir`."""
+    for lang, line in (("de", "ein hund"), ("en", "a dog")):
+        (directory / f"test.{lang}").write_text(f"{line}\n", "utf-8")
+    return run_python(
+        [
+            "-m",
+            "t2t_repro.cli",
+            "eval",
+            f"--model_dir={model_dir}",
+            f"--test_src={directory}/test.de",
+            f"--test_tgt={directory}/test.en",
+            f"--output_dir={output_dir}",
+        ]
+    )
+
+
 @pytest.mark.slow
 def test_eval_of_a_run_it_cannot_write_to_leaves_out_the_summaries(
     toy_run_dir, tmp_path
@@ -234,19 +252,7 @@ def test_eval_of_a_run_it_cannot_write_to_leaves_out_the_summaries(
     shutil.copytree(toy_run_dir, run)
     shutil.rmtree(run / "eval", ignore_errors=True)  # another test's t2t-eval
     (run / "eval").write_text("not a directory")
-    for lang, line in (("de", "ein hund"), ("en", "a dog")):
-        (tmp_path / f"test.{lang}").write_text(f"{line}\n", "utf-8")
-    result = run_python(
-        [
-            "-m",
-            "t2t_repro.cli",
-            "eval",
-            f"--model_dir={run}",
-            f"--test_src={tmp_path}/test.de",
-            f"--test_tgt={tmp_path}/test.en",
-            f"--output_dir={tmp_path}/out",
-        ]
-    )
+    result = _eval_one_pair(tmp_path, run, tmp_path / "out")
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"{run}/eval: cannot be written (" in result.stderr
     assert "no TensorBoard summaries of this evaluation" in result.stderr
@@ -255,19 +261,7 @@ def test_eval_of_a_run_it_cannot_write_to_leaves_out_the_summaries(
 
 def test_eval_refuses_an_unwritable_output_before_translating(toy_run_dir, tmp_path):
     """/proc takes no new file, whoever runs the test (root included)."""
-    for lang, line in (("de", "ein hund"), ("en", "a dog")):
-        (tmp_path / f"test.{lang}").write_text(f"{line}\n", "utf-8")
-    result = run_python(
-        [
-            "-m",
-            "t2t_repro.cli",
-            "eval",
-            f"--model_dir={toy_run_dir}",
-            f"--test_src={tmp_path}/test.de",
-            f"--test_tgt={tmp_path}/test.en",
-            "--output_dir=/proc",
-        ]
-    )
+    result = _eval_one_pair(tmp_path, toy_run_dir, "/proc")
     assert result.returncode == 2, result.stderr[-2000:]
     assert "translated" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("t2t-eval: error: /proc/")

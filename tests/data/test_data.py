@@ -2,6 +2,7 @@
 
 import gzip
 import os
+import re
 import socket
 import time
 
@@ -226,6 +227,23 @@ def test_a_smaller_vocabulary_than_asked_is_logged(caplog):
     size = vocabulary.vocab_size_of(proto)
     assert size < 500
     assert f"SentencePiece learned {size} pieces, not the 500 asked for" in caplog.text
+
+
+def test_a_vocabulary_smaller_than_the_alphabet_is_named():
+    """Every character of the sample is a piece (character coverage 1):
+    300 of them do not fit 100 pieces, which SentencePiece refused with a
+    RuntimeError naming a flag t2t-train does not have."""
+    sentences = [
+        "".join(chr(0x4E00 + i) for i in range(start, start + 30))
+        for start in range(0, 300, 30)
+    ]
+    with pytest.raises(
+        DataError,
+        match=r"^--vocab_size=100: the training sample's characters and the "
+        r"special pieces need (\d+); give at least that$",
+    ) as refused:
+        vocabulary.train_sentencepiece(sentences, 100)
+    assert int(re.search(r"need (\d+)", str(refused.value))[1]) >= 300
 
 
 def test_missing_vocabulary_is_a_clear_error(tmp_path):

@@ -345,26 +345,45 @@ def test_a_moved_file_of_the_same_content_is_the_same_data(tmp_path):
     )
 
 
-def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypatch):
+def test_tfds_data_is_identified_by_builder_split_version_and_direction(
+    tmp_path, monkeypatch
+):
     import tensorflow_datasets as tfds
 
-    corpus = Corpus(tfds_name="wmt14_translate/de-en", tfds_split="train")
-    run_dir = RunDir(str(tmp_path))
-    options = TrainingOptions(model_dir=run_dir.path)
+    def corpus(source_lang="en", target_lang="de"):
+        return Corpus(
+            tfds_name="wmt14_translate/de-en",
+            tfds_split="train",
+            source_lang=source_lang,
+            target_lang=target_lang,
+        )
+
+    def start(run_dir, identity):
+        options = TrainingOptions(model_dir=run_dir.path)
+        return record_start(
+            run_dir, options, tf.distribute.InputContext(), data=identity
+        )
+
+    run_dir = RunDir(str(tmp_path / "run"))
     for version in ("1.0.0", "1.1.0"):
         monkeypatch.setattr(
             tfds,
             "builder",
             lambda name, data_dir: type("Builder", (), {"version": version}),
         )
-        identity = data_identity({"train": corpus})
+        identity = data_identity({"train": corpus()})
         assert identity == {
             "train": [
-                {"tfds": "wmt14_translate/de-en", "split": "train", "version": version}
+                {
+                    "tfds": "wmt14_translate/de-en",
+                    "split": "train",
+                    "version": version,
+                    "direction": "en-de",
+                }
             ]
         }
         if version == "1.0.0":
-            record_start(run_dir, options, tf.distribute.InputContext(), data=identity)
+            start(run_dir, identity)
     with pytest.raises(
         ConfigError,
         match=(
@@ -372,7 +391,16 @@ def test_tfds_data_is_identified_by_builder_split_and_version(tmp_path, monkeypa
             r"started \(version 1.0.0 -> 1.1.0\): resuming would misalign"
         ),
     ):
-        record_start(run_dir, options, tf.distribute.InputContext(), data=identity)
+        start(run_dir, identity)
+    # The same split read the other way round is other data.
+    with pytest.raises(ConfigError, match=r"\(direction en-de -> de-en, version"):
+        start(run_dir, data_identity({"train": corpus("de", "en")}))
+    # A run recorded before identities named the direction resumes.
+    recorded = {"train": [{k: v for k, v in identity["train"][0].items()}]}
+    del recorded["train"][0]["direction"]
+    earlier = RunDir(str(tmp_path / "earlier"))
+    start(earlier, recorded)
+    assert start(earlier, identity) == []
 
 
 # Slow: three processes of t2t-train (about a minute on a loaded machine).
