@@ -107,7 +107,7 @@ def n_best_in_order(
         max_sentences,
         process,
         progress,
-        sizes=[utf8_size(s) for s in sentences],
+        sizes=None if max_bytes is None else [utf8_size(s) for s in sentences],
         max_bytes=max_bytes,
     )
 

@@ -92,7 +92,9 @@ class Scorer:
             self.max_batch_sentences,
             process,
             progress,
-            sizes=[
+            sizes=None
+            if self.max_request_bytes is None
+            else [
                 utf8_size(source) + utf8_size(target)
                 for source, target in zip(sources, targets)
             ],
